@@ -1,0 +1,122 @@
+"""Backend construction: one shared backend object per provider configuration per process.
+
+A provider edited in the admin gets a fresh backend on the next request (the cache key holds
+``updated_at``), so no restart is needed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any
+
+from agents.exceptions import BackendError, BackendOverloaded
+from agents.llm import Backend, Event, LLMRequest
+
+if TYPE_CHECKING:
+    from agents.models import Provider
+
+_backends: dict[tuple[int, str], Backend] = {}
+_limits: dict[int, tuple[int, asyncio.Semaphore]] = {}
+
+
+def provider_credential(provider: Provider) -> str:
+    """The provider's secret: the write-only field, else the named environment variable."""
+    if provider.api_key_secret:
+        return provider.api_key_secret
+    if provider.api_key_env:
+        return os.environ.get(provider.api_key_env, "")
+    return ""
+
+
+def _factories() -> dict[str, Callable[[Provider], Backend]]:
+    from agents.backends.fake import FakeBackend
+
+    factories: dict[str, Callable[[Provider], Backend]] = {"fake": FakeBackend.from_provider}
+    try:
+        from agents.backends.openai_compat import OpenAIBackend
+
+        factories["openai"] = OpenAIBackend.from_provider
+    except ImportError:  # pragma: no cover - provider kinds land one by one
+        pass
+    try:
+        from agents.backends.anthropic_backend import AnthropicBackend
+
+        factories["anthropic"] = AnthropicBackend.from_provider
+    except ImportError:  # pragma: no cover
+        pass
+    try:
+        from agents.backends.local import LocalBackend
+
+        factories["local"] = LocalBackend.from_provider
+    except ImportError:  # pragma: no cover
+        pass
+    return factories
+
+
+def backend_for(provider: Provider) -> Backend:
+    key = (provider.pk, provider.updated_at.isoformat() if provider.updated_at else "")
+    backend = _backends.get(key)
+    if backend is None:
+        factory = _factories().get(provider.kind)
+        if factory is None:
+            raise BackendError(f"Provider kind {provider.kind!r} is not available here.")
+        for stale in [k for k in _backends if k[0] == provider.pk]:
+            _backends.pop(stale)
+        backend = _backends[key] = factory(provider)
+    return backend
+
+
+def _semaphore(provider: Provider) -> asyncio.Semaphore:
+    limit = max(1, provider.max_concurrency)
+    held = _limits.get(provider.pk)
+    if held is None or held[0] != limit:
+        held = _limits[provider.pk] = (limit, asyncio.Semaphore(limit))
+    return held[1]
+
+
+async def backend_stream(
+    provider: Provider, request: LLMRequest, *, queue_timeout: float | None = None
+) -> AsyncIterator[Event]:
+    """Stream ``request`` from the provider within its concurrency limit and timeouts.
+
+    Waits for a free slot (at most the provider timeout), then applies the timeout to the
+    first event and to every gap between events: a stalled upstream becomes a
+    :class:`BackendTimeout` instead of a hung client. Closing the iterator closes the backend.
+    """
+    from agents.exceptions import BackendTimeout
+
+    backend = backend_for(provider)
+    timeout = provider.timeout_seconds
+    semaphore = _semaphore(provider)
+    try:
+        async with asyncio.timeout(queue_timeout if queue_timeout is not None else timeout):
+            await semaphore.acquire()
+    except TimeoutError:
+        raise BackendOverloaded(
+            f"Provider {provider.name!r} is at its concurrency limit; try again shortly.",
+            retry_after=1,
+        ) from None
+    stream = backend.stream(request)
+    try:
+        while True:
+            try:
+                async with asyncio.timeout(timeout):
+                    event = await anext(stream)
+            except StopAsyncIteration:
+                return
+            except TimeoutError:
+                raise BackendTimeout(
+                    f"Provider {provider.name!r} did not answer within {timeout:g} s."
+                ) from None
+            yield event
+    finally:
+        semaphore.release()
+        await _aclose(stream)
+
+
+async def _aclose(stream: Any) -> None:
+    aclose = getattr(stream, "aclose", None)
+    if aclose is not None:
+        await aclose()

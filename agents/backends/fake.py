@@ -1,0 +1,131 @@
+"""A deterministic provider for tests and load measurements.
+
+Options (``Provider.options``):
+
+* ``reply``: the text to answer; absent, the last user message is echoed back.
+* ``delay_ms``: pause before each token after the first; ``ttft_ms``: pause before the first.
+* ``fail``: inject an error: ``"before"`` (before any token), ``"after"`` (after
+  ``fail_after`` tokens), ``"timeout"`` (never answers), with ``fail_status`` picking the
+  class (502 default, 429, 504).
+* ``tool_call``: ``{"name": ..., "arguments": {...}}`` answers with that tool call when the
+  request offers a tool of that name and the last message is not a tool result.
+* ``reasoning``: a text streamed on the reasoning channel before the answer.
+
+Tokens are whitespace-delimited words (each keeps its leading space), so usage counts are
+exact for this backend, not estimates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import AsyncIterator
+from typing import Any
+
+from agents.exceptions import BackendError, BackendRateLimited, BackendTimeout
+from agents.llm import (
+    Event,
+    Finish,
+    LLMRequest,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallDelta,
+    Usage,
+)
+
+_TOKEN = re.compile(r"\s*\S+|\s+")
+
+
+def tokenize(text: str) -> list[str]:
+    return _TOKEN.findall(text)
+
+
+class FakeBackend:
+    accepts_images = True
+    accepts_tools = True
+
+    def __init__(self, options: dict[str, Any]) -> None:
+        self.options = options
+
+    @classmethod
+    def from_provider(cls, provider: Any) -> FakeBackend:
+        return cls(dict(provider.options or {}))
+
+    def count_tokens(self, request: LLMRequest) -> tuple[int, bool]:
+        words = len(tokenize(request.system))
+        for m in request.messages:
+            words += len(tokenize(m.text)) + sum(
+                len(tokenize(c.arguments)) + 1 for c in m.tool_calls
+            )
+        return words, False
+
+    def _reply(self, request: LLMRequest) -> str:
+        reply = self.options.get("reply")
+        if reply is not None:
+            return str(reply)
+        for m in reversed(request.messages):
+            if m.role == "user":
+                return m.text
+        return ""
+
+    async def stream(self, request: LLMRequest) -> AsyncIterator[Event]:
+        opts = self.options
+        fail = opts.get("fail")
+        ttft = float(opts.get("ttft_ms", 0)) / 1000
+        delay = float(opts.get("delay_ms", 0)) / 1000
+        input_tokens, _ = self.count_tokens(request)
+        if ttft:
+            await asyncio.sleep(ttft)
+        if fail == "timeout":
+            await asyncio.sleep(3600)
+        if fail == "before":
+            raise self._error()
+
+        reasoning = opts.get("reasoning")
+        if reasoning:
+            yield ReasoningDelta(str(reasoning))
+
+        tool = opts.get("tool_call")
+        last = request.messages[-1] if request.messages else None
+        offered = {t.name for t in request.tools}
+        if (
+            tool
+            and tool.get("name") in offered
+            and request.tool_choice.mode != "none"
+            and (last is None or last.role != "tool")
+        ):
+            arguments = json.dumps(tool.get("arguments", {}))
+            half = len(arguments) // 2
+            yield ToolCallDelta(index=0, id="call_fake_0", name=tool["name"], arguments="")
+            yield ToolCallDelta(index=0, arguments=arguments[:half])
+            if delay:
+                await asyncio.sleep(delay)
+            yield ToolCallDelta(index=0, arguments=arguments[half:])
+            yield Usage(input_tokens, len(tokenize(arguments)) + 1)
+            yield Finish("tool_calls")
+            return
+
+        tokens = tokenize(self._reply(request))
+        limit = request.max_output_tokens
+        finish = "stop"
+        if limit is not None and len(tokens) > limit:
+            tokens, finish = tokens[:limit], "length"
+        fail_after = int(opts.get("fail_after", 1))
+        for i, token in enumerate(tokens):
+            if i and delay:
+                await asyncio.sleep(delay)
+            if fail == "after" and i == fail_after:
+                raise self._error()
+            yield TextDelta(token)
+        yield Usage(input_tokens, len(tokens))
+        yield Finish(finish)  # type: ignore[arg-type]
+
+    def _error(self) -> BackendError:
+        status = int(self.options.get("fail_status", 502))
+        message = str(self.options.get("fail_message", "The fake provider failed as configured."))
+        if status == 429:
+            return BackendRateLimited(message, retry_after=int(self.options.get("retry_after", 7)))
+        if status == 504:
+            return BackendTimeout(message)
+        return BackendError(message)

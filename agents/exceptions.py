@@ -1,0 +1,109 @@
+"""Gaia's error hierarchy. Every edge (the /v1 dialects, consumers, tasks, commands) translates
+these once into its own format; nothing below an edge formats an error for a client."""
+
+from __future__ import annotations
+
+
+class GaiaError(Exception):
+    """Base of every error Gaia reports to a client.
+
+    ``status`` is the HTTP status an HTTP edge uses; ``kind`` is the error family that each
+    dialect maps to its own ``type`` field; ``code`` and ``param`` follow the OpenAI envelope.
+    """
+
+    status = 500
+    kind = "server_error"
+    default_code: str | None = None
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str | None = None,
+        param: str | None = None,
+        retry_after: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code or self.default_code
+        self.param = param
+        self.retry_after = retry_after
+
+
+class InvalidRequest(GaiaError):
+    status = 400
+    kind = "invalid_request"
+
+
+class ContextTooLong(InvalidRequest):
+    default_code = "context_length_exceeded"
+
+
+class AuthenticationFailed(GaiaError):
+    status = 401
+    kind = "authentication"
+    default_code = "invalid_api_key"
+
+
+class PermissionDenied(GaiaError):
+    status = 403
+    kind = "permission"
+    default_code = "model_not_allowed"
+
+
+class NotFound(GaiaError):
+    status = 404
+    kind = "not_found"
+
+
+class AgentNotFound(NotFound):
+    default_code = "model_not_found"
+
+
+class MethodNotAllowed(GaiaError):
+    status = 405
+    kind = "invalid_request"
+    default_code = "method_not_allowed"
+
+
+class Conflict(GaiaError):
+    status = 409
+    kind = "conflict"
+
+
+class PayloadTooLarge(GaiaError):
+    status = 413
+    kind = "request_too_large"
+    default_code = "request_too_large"
+
+
+class RateLimited(GaiaError):
+    status = 429
+    kind = "rate_limit"
+    default_code = "rate_limit_exceeded"
+
+
+class BackendError(GaiaError):
+    """The provider failed (unreachable, 5xx, bad credentials, malformed reply)."""
+
+    status = 502
+    kind = "upstream"
+    default_code = "upstream_error"
+
+
+class BackendTimeout(BackendError):
+    status = 504
+    kind = "timeout"
+    default_code = "upstream_timeout"
+
+
+class BackendRateLimited(BackendError):
+    status = 429
+    kind = "rate_limit"
+    default_code = "upstream_rate_limited"
+
+
+class BackendOverloaded(BackendError):
+    status = 503
+    kind = "overloaded"
+    default_code = "provider_busy"

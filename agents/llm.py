@@ -1,0 +1,185 @@
+"""The canonical conversation model and the backend (LLM provider) interface.
+
+Every /v1 dialect parses its request into :class:`LLMRequest` and renders the
+:data:`Event` stream a backend yields; backends never see a dialect. The shapes follow the
+common ground of the OpenAI Chat Completions, OpenAI Responses and Anthropic Messages APIs.
+
+A backend is an object with ``async def stream(request) -> AsyncIterator[Event]``. It must:
+
+* yield zero or more :class:`TextDelta`, :class:`ReasoningDelta` and :class:`ToolCallDelta`
+  events, then at most one :class:`Usage` and exactly one :class:`Finish` last;
+* stop all upstream work when the iterator is closed or its task is cancelled (the HTTP
+  request to the upstream is closed, a local generation stops);
+* raise :class:`agents.exceptions.BackendError` (or a subclass) for provider failures.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+Role = Literal["user", "assistant", "tool"]
+FinishReason = Literal["stop", "length", "tool_calls", "content_filter", "cancelled", "error"]
+
+
+@dataclass(frozen=True, slots=True)
+class TextPart:
+    text: str
+    type: Literal["text"] = "text"
+
+
+@dataclass(frozen=True, slots=True)
+class ImagePart:
+    """An image, as a URL or as base64 ``data`` with its ``media_type``."""
+
+    url: str | None = None
+    data: str | None = None
+    media_type: str | None = None
+    type: Literal["image"] = "image"
+
+    def as_data_uri_or_url(self) -> str:
+        if self.data is not None:
+            return f"data:{self.media_type or 'image/png'};base64,{self.data}"
+        return self.url or ""
+
+
+Part = TextPart | ImagePart
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: str  # JSON text, as the model produced it
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One conversation turn. ``tool`` messages carry ``tool_call_id`` and their output text."""
+
+    role: Role
+    parts: tuple[Part, ...] = ()
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    is_error: bool = False
+
+    @property
+    def text(self) -> str:
+        return "".join(p.text for p in self.parts if isinstance(p, TextPart))
+
+    @property
+    def has_images(self) -> bool:
+        return any(isinstance(p, ImagePart) for p in self.parts)
+
+    def fingerprint(self) -> list[Any]:
+        """What identifies this message when a client resends it (see thread reconciliation)."""
+        return [
+            self.role,
+            self.text,
+            [p.as_data_uri_or_url()[:256] for p in self.parts if isinstance(p, ImagePart)],
+            [[c.id, c.name, c.arguments] for c in self.tool_calls],
+            self.tool_call_id,
+        ]
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
+
+
+@dataclass(frozen=True, slots=True)
+class ToolChoice:
+    """``auto`` (may call), ``none`` (must not), ``required`` (must call one), or ``tool``:
+    must call the tool ``name``."""
+
+    mode: Literal["auto", "none", "required", "tool"] = "auto"
+    name: str | None = None
+
+
+@dataclass(slots=True)
+class LLMRequest:
+    model: str  # the upstream model name
+    system: str
+    messages: list[Message]
+    tools: list[Tool] = field(default_factory=list)
+    tool_choice: ToolChoice = field(default_factory=ToolChoice)
+    max_output_tokens: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    stop: list[str] = field(default_factory=list)
+    user: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def replace(self, **changes: Any) -> LLMRequest:
+        return dataclasses.replace(self, **changes)
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningDelta:
+    """The agent's own steps (tool runs, sub-calls): shown on each dialect's reasoning channel."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallDelta:
+    """A fragment of tool call number ``index``: ``id`` and ``name`` come on its first fragment."""
+
+    index: int
+    id: str | None = None
+    name: str | None = None
+    arguments: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    input_tokens: int
+    output_tokens: int
+    estimated: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Finish:
+    reason: FinishReason
+
+
+Event = TextDelta | ReasoningDelta | ToolCallDelta | Usage | Finish
+
+
+class Backend(Protocol):
+    """An LLM provider connection. One instance per provider configuration, shared by requests."""
+
+    accepts_images: bool
+    accepts_tools: bool
+
+    def stream(self, request: LLMRequest) -> AsyncIterator[Event]: ...
+
+    def count_tokens(self, request: LLMRequest) -> tuple[int, bool]:
+        """Input tokens of ``request`` and whether the count is an estimate."""
+        ...
+
+
+def estimate_tokens(text: str) -> int:
+    """The usual 4-characters-a-token estimate, for providers that report no usage."""
+    return max(1, (len(text) + 3) // 4) if text else 0
+
+
+def estimate_request_tokens(request: LLMRequest) -> int:
+    total = estimate_tokens(request.system)
+    for m in request.messages:
+        total += 4 + estimate_tokens(m.text)
+        for c in m.tool_calls:
+            total += estimate_tokens(c.name) + estimate_tokens(c.arguments)
+        total += sum(85 for p in m.parts if isinstance(p, ImagePart))
+    for t in request.tools:
+        total += estimate_tokens(t.name + t.description + str(t.parameters))
+    return total

@@ -1,0 +1,38 @@
+from datetime import timedelta
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.utils import timezone
+
+from agents.models import Agent, ApiKey
+from agents.services import api_key_create
+
+
+class Command(BaseCommand):
+    help = "Create an API key and print its secret (shown this once only)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--name", required=True)
+        parser.add_argument("--scope", action="append", choices=ApiKey.Scope.values,
+                            help="repeatable; default: chat")
+        parser.add_argument("--agent", action="append", default=[],
+                            help="agent slug this key may use (repeatable; default: all)")
+        parser.add_argument("--rpm", type=int, default=0, help="requests per minute (0 = no limit)")
+        parser.add_argument("--expires-days", type=int, default=None)
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        agents = []
+        for slug in options["agent"]:
+            agent = Agent.objects.filter(slug=slug).first()
+            if agent is None:
+                raise CommandError(f"No agent {slug!r}.")
+            agents.append(agent)
+        expires = None
+        if options["expires_days"]:
+            expires = timezone.now() + timedelta(days=options["expires_days"])
+        key, secret = api_key_create(
+            name=options["name"], scopes=options["scope"] or [ApiKey.Scope.CHAT],
+            agents=agents, expires_at=expires, requests_per_minute=options["rpm"],
+        )
+        self.stderr.write(f"Created key {key.prefix} ({key.name}). The secret is shown once:")
+        self.stdout.write(secret)

@@ -1,0 +1,108 @@
+"""Reads: the model catalogue and the health report."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.db import connection
+
+from agents.models import Agent, ApiKey
+
+
+def model_list(*, api_key: ApiKey | None) -> list[Agent]:
+    """Enabled agents this key may use, read fresh on every call (admin edits show at once)."""
+    agents = Agent.objects.filter(enabled=True).select_related("provider").order_by("slug")
+    if api_key is not None:
+        allowed = list(api_key.agents.values_list("pk", flat=True))
+        if allowed:
+            agents = agents.filter(pk__in=allowed)
+    return list(agents)
+
+
+def model_entry(agent: Agent) -> dict[str, Any]:
+    """An agent as an OpenAI model object (plus the fields chat frontends read)."""
+    return {
+        "id": agent.slug,
+        "object": "model",
+        "created": int(agent.created_at.timestamp()),
+        "owned_by": "gaia",
+        "name": agent.display_name,
+        "description": agent.description,
+        "max_input_tokens": agent.max_input_tokens,
+        "max_output_tokens": agent.max_output_tokens,
+    }
+
+
+def model_entry_anthropic(agent: Agent) -> dict[str, Any]:
+    return {
+        "type": "model",
+        "id": agent.slug,
+        "display_name": agent.display_name,
+        "created_at": agent.created_at.isoformat().replace("+00:00", "Z"),
+    }
+
+
+def _database_check() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+        cursor.fetchone()
+
+
+async def _timed(check: Any) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    try:
+        async with asyncio.timeout(3):
+            detail = await check()
+    except Exception as exc:  # a failing component is reported, not raised
+        return {"status": "error", "error": f"{type(exc).__name__}: {exc}"[:300]}
+    out = {"status": "ok", "latency_ms": round((time.perf_counter() - t0) * 1000, 2)}
+    if detail:
+        out.update(detail)
+    return out
+
+
+async def _channel_layer_check() -> dict[str, Any]:
+    from channels.layers import get_channel_layer
+
+    layer = get_channel_layer()
+    channel = await layer.new_channel()
+    token = uuid.uuid4().hex
+    await layer.send(channel, {"type": "health.ping", "token": token})
+    message = await layer.receive(channel)
+    if message.get("token") != token:
+        raise RuntimeError("channel layer returned a different message")
+    return {"backend": type(layer).__name__}
+
+
+async def _broker_check() -> dict[str, Any]:
+    if not settings.REDIS_URL:
+        return {"mode": "eager (no broker: tasks run in-process)"}
+    import redis.asyncio as aioredis
+
+    client = aioredis.from_url(settings.REDIS_URL)
+    try:
+        await client.ping()
+    finally:
+        await client.aclose()
+    return {"mode": "redis"}
+
+
+async def health_report() -> dict[str, Any]:
+    """Per-component checks; ``status`` is ``ok`` only when every required component is."""
+    database, layer, broker = await asyncio.gather(
+        _timed(sync_to_async(_database_check)),
+        _timed(_channel_layer_check),
+        _timed(_broker_check),
+    )
+    checks = {"database": database, "channel_layer": layer, "broker": broker}
+    ok = all(c["status"] == "ok" for c in checks.values())
+    return {
+        "status": "ok" if ok else "unavailable",
+        "checks": checks,
+        "mode": "redis" if settings.REDIS_URL else "single-process",
+    }

@@ -1,0 +1,499 @@
+"""Writes: API keys, declarative agent config, and the thread turn lifecycle."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import math
+import secrets
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from django.core.cache import cache
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from agents import llm
+from agents.exceptions import (
+    AgentNotFound,
+    AuthenticationFailed,
+    InvalidRequest,
+    NotFound,
+    PermissionDenied,
+    RateLimited,
+)
+from agents.models import Agent, ApiKey, Message, Provider, Thread
+
+# ---------------------------------------------------------------------------------------------
+# API keys
+
+KEY_PREFIX = "gaia_"
+
+
+def _hash_secret(secret: str) -> str:
+    # Keys carry 256 bits of randomness, so a fast hash is safe (no dictionary to attack).
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+@transaction.atomic
+def api_key_create(
+    *,
+    name: str,
+    scopes: list[str] | None = None,
+    agents: list[Agent] | None = None,
+    owner: Any = None,
+    expires_at: Any = None,
+    requests_per_minute: int = 0,
+) -> tuple[ApiKey, str]:
+    """Create a key and return it with its secret, which is not stored and never shown again."""
+    prefix = KEY_PREFIX + secrets.token_hex(4)
+    secret = f"{prefix}_{secrets.token_urlsafe(32)}"
+    key = ApiKey(
+        name=name,
+        prefix=prefix,
+        hashed_secret=_hash_secret(secret),
+        owner=owner,
+        scopes=scopes if scopes is not None else [ApiKey.Scope.CHAT],
+        expires_at=expires_at,
+        requests_per_minute=requests_per_minute,
+    )
+    key.full_clean()
+    key.save()
+    if agents:
+        key.agents.set(agents)
+    return key, secret
+
+
+def api_key_revoke(*, key: ApiKey) -> None:
+    ApiKey.objects.filter(pk=key.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
+
+
+def api_key_authenticate(*, raw: str, scope: str = ApiKey.Scope.CHAT) -> ApiKey:
+    """The key for ``raw`` or :class:`AuthenticationFailed`. Constant-time on the secret."""
+    invalid = AuthenticationFailed("Incorrect API key provided.")
+    prefix, _, _ = raw.rpartition("_")
+    if not raw.startswith(KEY_PREFIX) or not prefix:
+        raise invalid
+    key = ApiKey.objects.filter(prefix=prefix).first()
+    digest = _hash_secret(raw)
+    if key is None:
+        hmac.compare_digest(digest, digest)  # same work either way
+        raise invalid
+    if not hmac.compare_digest(key.hashed_secret, digest):
+        raise invalid
+    now = timezone.now()
+    if key.revoked_at is not None:
+        raise AuthenticationFailed("This API key has been revoked.")
+    if key.expires_at is not None and key.expires_at <= now:
+        raise AuthenticationFailed("This API key has expired.")
+    if scope not in (key.scopes or []):
+        raise PermissionDenied(
+            f"This API key does not have the {scope!r} scope.", code="insufficient_scope"
+        )
+    if key.last_used_at is None or now - key.last_used_at > timedelta(seconds=60):
+        ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
+    return key
+
+
+def api_key_throttle(*, key: ApiKey) -> None:
+    """Count one request against the key's per-minute budget (a fixed window in the cache,
+    shared by every process when the cache is Redis)."""
+    limit = key.requests_per_minute
+    if not limit:
+        return
+    now = time.time()
+    window = int(now // 60)
+    cache_key = f"gaia:rl:{key.pk}:{window}"
+    if cache.add(cache_key, 1, timeout=70):
+        count = 1
+    else:
+        try:
+            count = cache.incr(cache_key)
+        except ValueError:  # expired between add and incr
+            cache.add(cache_key, 1, timeout=70)
+            count = 1
+    if count > limit:
+        retry = max(1, math.ceil(60 - now % 60))
+        raise RateLimited(
+            f"Rate limit of {limit} requests per minute reached for this API key.",
+            retry_after=retry,
+        )
+
+
+def request_authorize(
+    *, raw_key: str | None, anonymous_allowed: bool, agent_slug: str | None
+) -> tuple[ApiKey | None, Agent | None]:
+    """Authenticate, throttle and resolve the agent in one database round of the caller.
+
+    Order of checks is the client-visible contract: 401, 429, then 404 (unknown model) and
+    403 (model not allowed for this key).
+    """
+    key = None
+    if raw_key:
+        key = api_key_authenticate(raw=raw_key)
+        api_key_throttle(key=key)
+    elif not anonymous_allowed:
+        raise AuthenticationFailed(
+            "You didn't provide an API key. Send it as 'Authorization: Bearer KEY' or "
+            "'x-api-key: KEY'."
+        )
+    if agent_slug is None:
+        return key, None
+    agent = Agent.objects.select_related("provider").filter(slug=agent_slug, enabled=True).first()
+    if agent is None:
+        raise AgentNotFound(
+            f"The model '{agent_slug}' does not exist or you do not have access to it.",
+            param="model",
+        )
+    if key is not None and key.agents.exists() and not key.agents.filter(pk=agent.pk).exists():
+        raise PermissionDenied(
+            f"This API key may not use the model '{agent_slug}'.", param="model"
+        )
+    return key, agent
+
+
+# ---------------------------------------------------------------------------------------------
+# Declarative configuration (gaia agents import/export)
+
+PROVIDER_FIELDS = ("kind", "base_url", "api_key_env", "default_model", "timeout_seconds",
+                   "max_concurrency", "options")
+AGENT_FIELDS = ("display_name", "description", "instructions", "upstream_model", "tool",
+                "temperature", "top_p", "max_input_tokens", "max_output_tokens", "enabled")
+
+
+@dataclass
+class ImportReport:
+    created: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+
+
+@transaction.atomic
+def agents_import(*, data: dict[str, Any]) -> ImportReport:
+    """Create or update providers and agents from a config document; idempotent.
+
+    ``api_key`` in a provider entry sets the write-only secret; prefer ``api_key_env``.
+    Raises :class:`InvalidRequest` naming the offending entry; nothing is written then.
+    """
+    if not isinstance(data, dict):
+        raise InvalidRequest("The config must be a mapping with 'providers' and 'agents'.")
+    report = ImportReport()
+    providers: dict[str, Provider] = {p.name: p for p in Provider.objects.all()}
+    for i, entry in enumerate(data.get("providers") or []):
+        if not isinstance(entry, dict) or not entry.get("name"):
+            raise InvalidRequest(f"providers[{i}] needs a name.")
+        name = entry["name"]
+        unknown = set(entry) - {"name", "api_key", *PROVIDER_FIELDS}
+        if unknown:
+            raise InvalidRequest(f"providers[{i}] ({name}): unknown fields {sorted(unknown)}.")
+        values = {k: entry[k] for k in PROVIDER_FIELDS if k in entry}
+        if "api_key" in entry:
+            values["api_key_secret"] = entry["api_key"] or ""
+        provider = providers.get(name) or Provider(name=name)
+        _apply(provider, values, f"provider {name}", report, label=f"provider:{name}")
+        providers[name] = provider
+    for i, entry in enumerate(data.get("agents") or []):
+        if not isinstance(entry, dict) or not entry.get("slug"):
+            raise InvalidRequest(f"agents[{i}] needs a slug.")
+        slug = entry["slug"]
+        unknown = set(entry) - {"slug", "provider", *AGENT_FIELDS}
+        if unknown:
+            raise InvalidRequest(f"agents[{i}] ({slug}): unknown fields {sorted(unknown)}.")
+        agent = Agent.objects.filter(slug=slug).first() or Agent(slug=slug)
+        values = {k: entry[k] for k in AGENT_FIELDS if k in entry}
+        if "provider" in entry:
+            provider = providers.get(entry["provider"])
+            if provider is None:
+                raise InvalidRequest(
+                    f"agents[{i}] ({slug}): unknown provider {entry['provider']!r}."
+                )
+            values["provider"] = provider
+        elif agent.pk is None:
+            raise InvalidRequest(f"agents[{i}] ({slug}) needs a provider.")
+        values.setdefault("display_name", agent.display_name or slug)
+        _apply(agent, values, f"agent {slug}", report, label=f"agent:{slug}")
+    return report
+
+
+def _apply(
+    obj: Any, values: dict[str, Any], what: str, report: ImportReport, *, label: str
+) -> None:
+    from django.core.exceptions import ValidationError
+
+    is_new = obj.pk is None
+
+    def current(name: str) -> Any:
+        if name == "provider":
+            return obj.provider_id
+        return getattr(obj, name)
+
+    changed = [k for k, v in values.items() if current(k) != (v.pk if k == "provider" else v)]
+    for k in changed:
+        setattr(obj, k, values[k])
+    if not is_new and not changed:
+        report.unchanged.append(label)
+        return
+    try:
+        obj.full_clean()
+    except ValidationError as exc:
+        raise InvalidRequest(f"{what}: {exc.message_dict}") from exc
+    if is_new:
+        obj.save()
+        report.created.append(label)
+    else:
+        obj.save(update_fields=[*changed, "updated_at"])
+        report.updated.append(label)
+
+
+def agents_export() -> dict[str, Any]:
+    """The config document for every provider and agent. Secrets are never exported."""
+    providers = []
+    for p in Provider.objects.order_by("name"):
+        entry: dict[str, Any] = {"name": p.name}
+        for k in PROVIDER_FIELDS:
+            entry[k] = getattr(p, k)
+        providers.append(entry)
+    agents = []
+    for a in Agent.objects.select_related("provider").order_by("slug"):
+        entry = {"slug": a.slug, "provider": a.provider.name}
+        for k in AGENT_FIELDS:
+            entry[k] = getattr(a, k)
+        agents.append(entry)
+    return {"providers": providers, "agents": agents}
+
+
+# ---------------------------------------------------------------------------------------------
+# Threads: resolving a conversation, the turn lease, recording messages
+
+EMPTY_DIGEST = hashlib.sha256(b"gaia-thread").hexdigest()
+
+
+def digest_chain(messages: list[llm.Message], start: str = EMPTY_DIGEST) -> list[str]:
+    """``[d0, d1, ..., dn]``: ``d_i`` identifies the first ``i`` messages."""
+    out = [start]
+    for m in messages:
+        blob = json.dumps(m.fingerprint(), separators=(",", ":"), ensure_ascii=False)
+        out.append(hashlib.sha256((out[-1] + blob).encode()).hexdigest())
+    return out
+
+
+def session_key_fallback(*, model: str, user: str | None, messages: list[llm.Message]) -> str:
+    first = next((m.text for m in messages if m.role == "user"), "")
+    blob = json.dumps([model, user or "anonymous", first], ensure_ascii=False)
+    return "hash:" + hashlib.sha256(blob.encode()).hexdigest()
+
+
+def message_from_row(row: Message) -> llm.Message:
+    parts: list[llm.Part] = []
+    if row.content:
+        parts.append(llm.TextPart(row.content))
+    for p in row.parts or []:
+        parts.append(llm.ImagePart(url=p.get("url"), data=p.get("data"),
+                                   media_type=p.get("media_type")))
+    calls = tuple(llm.ToolCall(c["id"], c["name"], c["arguments"]) for c in row.tool_calls or [])
+    return llm.Message(role=row.role, parts=tuple(parts), tool_calls=calls,  # type: ignore[arg-type]
+                       tool_call_id=row.tool_call_id or None)
+
+
+def _message_row(thread: Thread, seq: int, m: llm.Message, dialect: str) -> Message:
+    images = [
+        {"url": p.url, "data": p.data, "media_type": p.media_type}
+        for p in m.parts
+        if isinstance(p, llm.ImagePart)
+    ]
+    return Message(
+        thread=thread,
+        seq=seq,
+        role=m.role,
+        content=m.text,
+        parts=images or None,
+        tool_calls=[{"id": c.id, "name": c.name, "arguments": c.arguments} for c in m.tool_calls]
+        or None,
+        tool_call_id=m.tool_call_id or "",
+        dialect=dialect,
+    )
+
+
+@dataclass
+class TurnStart:
+    """What a turn works with once it holds the thread's lease."""
+
+    thread_id: uuid.UUID
+    lock_token: str
+    history: list[llm.Message]  # what the backend gets, system prompt aside
+    created: bool
+    forked: bool
+    base_digest: str
+
+
+def thread_turn_begin(
+    *,
+    agent: Agent,
+    api_key: ApiKey | None,
+    session_key: str,
+    thread_id: str | None,
+    user: str | None,
+    incoming: list[llm.Message],
+    workspace_root: str | None,
+    dialect: str,
+    lease_seconds: float,
+) -> TurnStart | None:
+    """Find or create the thread for this conversation, take its lease and store the new messages.
+
+    Returns ``None`` when another turn holds the thread (the caller waits and calls again).
+    A client resending its history continues the thread whose stored history is a prefix of
+    it; a history that diverges from every stored thread (an edited message) forks a new
+    thread. With an explicit ``thread_id``, a request carrying only new messages (no assistant
+    turns) continues the stored conversation statefully.
+
+    Raises :class:`NotFound` for an explicit thread id this key does not own.
+    """
+    chain = digest_chain(incoming)
+    now = timezone.now()
+    with transaction.atomic():
+        thread: Thread | None = None
+        created = forked = stateful = False
+        matched = 0
+        if thread_id:
+            try:
+                thread = Thread.objects.get(pk=uuid.UUID(str(thread_id)), api_key=api_key)
+            except (ValueError, Thread.DoesNotExist):
+                raise NotFound(f"No thread {thread_id!r} for this API key.",
+                               param="thread_id", code="thread_not_found") from None
+            if thread.history_digest in chain:
+                matched = chain.index(thread.history_digest)
+            elif not any(m.role == "assistant" for m in incoming):
+                stateful = True
+            else:
+                forked = True
+        else:
+            candidates = list(
+                Thread.objects.filter(
+                    api_key=api_key, session_key=session_key, agent=agent,
+                    history_digest__in=chain,
+                ).order_by("-updated_at")[:20]
+            )
+            if candidates:
+                by_len = {d: i for i, d in enumerate(chain)}
+                thread = max(candidates, key=lambda t: by_len[t.history_digest])
+                matched = by_len[thread.history_digest]
+            else:
+                thread = (
+                    Thread.objects.filter(api_key=api_key, session_key=session_key, agent=agent)
+                    .order_by("-updated_at")
+                    .first()
+                )
+                forked = thread is not None
+        if forked or thread is None:
+            parent = thread
+            title = next((m.text for m in incoming if m.role == "user"), "")[:200]
+            thread = Thread.objects.create(
+                agent=agent, session_key=session_key if not thread_id else parent.session_key,
+                api_key=api_key, user=user or "", title=title, forked_from=parent,
+                history_digest=EMPTY_DIGEST, workspace_root=workspace_root or "",
+            )
+            created, matched = True, 0
+        token = uuid.uuid4().hex
+        got = Thread.objects.filter(pk=thread.pk).filter(
+            _lease_free(now)
+        ).update(lock_token=token, lock_expires_at=now + timedelta(seconds=lease_seconds))
+        if not got:
+            return None
+        thread.refresh_from_db()
+        if stateful:
+            stored = [message_from_row(r) for r in thread.messages.order_by("seq")]
+            new = incoming
+            history = stored + incoming
+            new_chain = digest_chain(new, start=thread.history_digest)
+        else:
+            # Client-held history: it is authoritative for what the backend sees.
+            if not created and thread.history_digest != chain[matched]:
+                # The thread moved while we waited for its lease; resolve again.
+                Thread.objects.filter(pk=thread.pk, lock_token=token).update(
+                    lock_token="", lock_expires_at=None)
+                return None
+            new = incoming[matched:]
+            history = incoming
+            new_chain = chain[matched:]
+        rows = [
+            _message_row(thread, thread.message_count + i, m, dialect) for i, m in enumerate(new)
+        ]
+        Message.objects.bulk_create(rows)
+        update: dict[str, Any] = {
+            "message_count": thread.message_count + len(rows),
+            "history_digest": new_chain[-1],
+            "status": Thread.Status.ACTIVE,
+            "updated_at": now,
+        }
+        if workspace_root and workspace_root != thread.workspace_root:
+            update["workspace_root"] = workspace_root
+        Thread.objects.filter(pk=thread.pk).update(**update)
+    return TurnStart(thread.pk, token, history, created, forked and not created or forked,
+                     new_chain[-1])
+
+
+def _lease_free(now: Any) -> Any:
+    from django.db.models import Q
+
+    return Q(lock_expires_at__isnull=True) | Q(lock_expires_at__lt=now)
+
+
+@dataclass
+class TurnResult:
+    text: str = ""
+    reasoning: str = ""
+    tool_calls: list[llm.ToolCall] = field(default_factory=list)
+    finish_reason: str = "stop"
+    input_tokens: int = 0
+    output_tokens: int = 0
+    usage_estimated: bool = False
+    latency_ms: int | None = None
+    ttft_ms: int | None = None
+    error: str = ""
+    response_id: str = ""
+
+
+def thread_turn_finish(
+    *, thread_id: uuid.UUID, lock_token: str, result: TurnResult, dialect: str
+) -> None:
+    """Store the assistant's reply (partial ones too), update the thread, release the lease."""
+    now = timezone.now()
+    with transaction.atomic():
+        thread = Thread.objects.select_for_update().get(pk=thread_id)
+        reply = llm.Message(
+            role="assistant",
+            parts=(llm.TextPart(result.text),) if result.text else (),
+            tool_calls=tuple(result.tool_calls),
+        )
+        update: dict[str, Any] = {
+            "input_tokens": F("input_tokens") + result.input_tokens,
+            "output_tokens": F("output_tokens") + result.output_tokens,
+            "updated_at": now,
+            "status": Thread.Status.ERROR if result.error else Thread.Status.ACTIVE,
+            "last_error": result.error,
+        }
+        if result.usage_estimated:
+            update["usage_estimated"] = True
+        if result.text or result.tool_calls or result.reasoning or result.error:
+            row = _message_row(thread, thread.message_count, reply, dialect)
+            row.reasoning = result.reasoning
+            row.finish_reason = result.finish_reason
+            row.input_tokens = result.input_tokens
+            row.output_tokens = result.output_tokens
+            row.usage_estimated = result.usage_estimated
+            row.latency_ms = result.latency_ms
+            row.ttft_ms = result.ttft_ms
+            row.response_id = result.response_id
+            row.save()
+            update["message_count"] = thread.message_count + 1
+            if not result.error or result.text or result.tool_calls:
+                update["history_digest"] = digest_chain([reply], start=thread.history_digest)[-1]
+        if thread.lock_token == lock_token:
+            update["lock_token"] = ""
+            update["lock_expires_at"] = None
+        Thread.objects.filter(pk=thread.pk).update(**update)

@@ -1,0 +1,233 @@
+"""The /v1 HTTP interface: parse input, call the core, render the dialect.
+
+These are plain async Django views rather than DRF views: DRF cannot run ``async def``
+handlers, and anything here waits on an LLM, which must never hold a worker thread
+(STYLE.md, "Async"). Each view parses, calls one service or the turn core, and renders.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+import uuid
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.utils.decorators import method_decorator
+from django.views import View
+from django.views.decorators.csrf import csrf_exempt
+
+from agents import llm, selectors, services
+from agents.exceptions import (
+    GaiaError,
+    MethodNotAllowed,
+    NotFound,
+    PayloadTooLarge,
+)
+from openai_api.dialects import chat
+from openai_api.dialects.common import SSE_DONE, SSE_KEEPALIVE, parse_json, sse_data
+from openai_api.errors import error_response, openai_error_body
+from openai_api.turns import KEEPALIVE, Turn, TurnSpec, as_gaia_error, session_from_headers
+
+log = logging.getLogger("gaia.api")
+
+SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+def raw_api_key(request: HttpRequest) -> str | None:
+    auth = request.headers.get("authorization", "")
+    if auth[:7].lower() == "bearer ":
+        token = auth[7:].strip()
+        if token:
+            return token
+    return request.headers.get("x-api-key") or None
+
+
+def json_response(payload: Any, *, status: int = 200, headers: dict[str, str] | None = None
+                  ) -> HttpResponse:
+    return HttpResponse(
+        json.dumps(payload, ensure_ascii=False, separators=(",", ":")),
+        status=status, content_type="application/json", headers=headers,
+    )
+
+
+def request_body(request: HttpRequest) -> bytes:
+    try:
+        return request.body
+    except RequestDataTooBig:
+        raise PayloadTooLarge(
+            f"The request body is larger than {settings.GAIA_MAX_BODY_BYTES} bytes."
+        ) from None
+
+
+@method_decorator(csrf_exempt, name="dispatch")
+class V1View(View):
+    """Async view base: every error leaves in the envelope of ``dialect``, never a traceback.
+
+    CSRF does not apply: these routes authenticate with API keys in headers, not cookies.
+    """
+
+    dialect = "openai"
+
+    def error_dialect(self, request: HttpRequest) -> str:
+        return self.dialect
+
+    async def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        try:
+            handler = getattr(self, request.method.lower(), None)
+            if request.method.lower() not in self.http_method_names or handler is None:
+                raise MethodNotAllowed(
+                    f"Method {request.method} is not allowed on {request.path}."
+                )
+            return await handler(request, *args, **kwargs)
+        except GaiaError as exc:
+            response = error_response(exc, dialect=self.error_dialect(request))
+            if isinstance(exc, MethodNotAllowed):
+                response["Allow"] = ", ".join(
+                    m.upper() for m in self.http_method_names if hasattr(self, m)
+                )
+            return response
+        except Exception:
+            log.exception("unhandled error on %s %s", request.method, request.path)
+            return error_response(
+                GaiaError("The server had an error while processing your request.",
+                          code="internal_error"),
+                dialect=self.error_dialect(request),
+            )
+
+    async def options(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        response = HttpResponse(status=204)
+        response["Allow"] = ", ".join(m.upper() for m in self.http_method_names if hasattr(self, m))
+        return response
+
+    async def authorize(self, request: HttpRequest, agent_slug: str | None = None) -> Any:
+        return await sync_to_async(services.request_authorize)(
+            raw_key=raw_api_key(request),
+            anonymous_allowed=settings.GAIA_ALLOW_ANONYMOUS,
+            agent_slug=agent_slug,
+        )
+
+
+class HealthApi(V1View):
+    http_method_names = ["get", "head", "options"]
+
+    async def get(self, request: HttpRequest) -> HttpResponse:
+        report = await selectors.health_report()
+        return json_response(report, status=200 if report["status"] == "ok" else 503)
+
+    head = get
+
+
+class ModelListApi(V1View):
+    http_method_names = ["get", "options"]
+
+    def error_dialect(self, request: HttpRequest) -> str:
+        return "anthropic" if "anthropic-version" in request.headers else "openai"
+
+    async def get(self, request: HttpRequest) -> HttpResponse:
+        key, _ = await self.authorize(request)
+        models = await sync_to_async(selectors.model_list)(api_key=key)
+        if "anthropic-version" in request.headers:
+            data = [selectors.model_entry_anthropic(a) for a in models]
+            return json_response({
+                "data": data, "has_more": False,
+                "first_id": data[0]["id"] if data else None,
+                "last_id": data[-1]["id"] if data else None,
+            })
+        return json_response({"object": "list", "data": [selectors.model_entry(a) for a in models]})
+
+
+class ModelDetailApi(ModelListApi):
+    async def get(self, request: HttpRequest, model_id: str) -> HttpResponse:
+        key, agent = await self.authorize(request, agent_slug=model_id)
+        if "anthropic-version" in request.headers:
+            return json_response(selectors.model_entry_anthropic(agent))
+        return json_response(selectors.model_entry(agent))
+
+
+class ChatCompletionCreateApi(V1View):
+    http_method_names = ["post", "options"]
+
+    async def post(self, request: HttpRequest) -> HttpResponse:
+        body_error: GaiaError | None = None
+        data: dict[str, Any] = {}
+        try:
+            data = parse_json(request_body(request))
+        except GaiaError as exc:
+            body_error = exc
+        model = data.get("model")
+        key, agent = await self.authorize(request, model if isinstance(model, str) else None)
+        if body_error is not None:
+            raise body_error
+        req, canonical = chat.parse_request(data)
+        thread_id, session_key = session_from_headers(request.headers)
+        response_id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
+        turn = Turn(TurnSpec(
+            agent=agent, api_key=key, request=canonical, dialect="chat",
+            response_id=response_id, thread_id=thread_id, session_key=session_key,
+            user=req.user,
+        ))
+        await turn.open()
+        keepalive = settings.GAIA_KEEPALIVE_SECONDS
+        headers = {"X-Gaia-Thread-Id": str(turn.thread_id)}
+        if not req.stream:
+            first = await turn.first(wait=3600)
+            result = await turn.collect(first)
+            return json_response(
+                chat.render_completion(
+                    response_id=response_id, model=agent.slug, created=int(time.time()),
+                    text=result.text, reasoning=result.reasoning, tool_calls=result.tool_calls,
+                    finish_reason=result.finish_reason, usage=turn.usage,
+                ),
+                headers=headers,
+            )
+        first = await turn.first(wait=keepalive)
+        chunks = chat.ChunkStream(
+            response_id=response_id, model=agent.slug,
+            include_usage=bool(req.stream_options and req.stream_options.include_usage),
+        )
+        return StreamingHttpResponse(
+            chat_sse(turn, first, chunks, keepalive),
+            content_type="text/event-stream",
+            headers={**SSE_HEADERS, **headers},
+        )
+
+
+async def chat_sse(turn: Turn, first: Any, chunks: chat.ChunkStream, keepalive: float) -> Any:
+    yield chunks.start()
+    try:
+        async with contextlib.aclosing(turn.events(first, keepalive)) as events:
+            async for event in events:
+                if event is KEEPALIVE:
+                    yield SSE_KEEPALIVE
+                elif not isinstance(event, llm.Usage):
+                    frame = chunks.event(event)
+                    if frame:
+                        yield frame
+        usage = chunks.usage(turn.usage)
+        if usage:
+            yield usage
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # after the first byte errors go in-band
+        yield sse_data(openai_error_body(as_gaia_error(exc)))
+    yield SSE_DONE
+
+
+class NotFoundApi(V1View):
+    http_method_names = ["get", "post", "put", "patch", "delete", "head", "options"]
+
+    def error_dialect(self, request: HttpRequest) -> str:
+        return "anthropic" if "anthropic-version" in request.headers else "openai"
+
+    async def _missing(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        raise NotFound(f"Unknown route {request.method} {request.path}.", code="unknown_route")
+
+    get = post = put = patch = delete = head = _missing
+

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class OpenaiApiConfig(AppConfig):
+    name = "openai_api"
+    verbose_name = "/v1 API"

@@ -1,0 +1,271 @@
+"""OpenAI Chat Completions: request parsing and reply rendering.
+
+https://platform.openai.com/docs/api-reference/chat. Tolerant input (unknown fields ignored,
+content as a string, parts or null), strict output.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agents import llm
+from agents.exceptions import InvalidRequest
+from openai_api.dialects.common import image_from_url, sse_data
+
+FINISH = {"stop": "stop", "length": "length", "tool_calls": "tool_calls",
+          "content_filter": "content_filter"}
+
+
+class _In(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class FunctionIn(_In):
+    name: str
+    arguments: str | dict[str, Any] = ""
+
+
+class ToolCallIn(_In):
+    id: str = ""
+    type: str = "function"
+    function: FunctionIn
+
+
+class MessageIn(_In):
+    role: Literal["system", "developer", "user", "assistant", "tool", "function"]
+    content: str | list[dict[str, Any]] | None = None
+    name: str | None = None
+    tool_calls: list[ToolCallIn] | None = None
+    tool_call_id: str | None = None
+
+
+class FunctionDefIn(_In):
+    name: str
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+
+
+class ToolIn(_In):
+    type: str = "function"
+    function: FunctionDefIn
+
+
+class StreamOptionsIn(_In):
+    include_usage: bool | None = None
+
+
+class ChatRequestIn(_In):
+    model: str = Field(min_length=1)
+    messages: list[MessageIn] = Field(min_length=1)
+    stream: bool | None = False
+    stream_options: StreamOptionsIn | None = None
+    max_tokens: int | None = Field(default=None, ge=1)
+    max_completion_tokens: int | None = Field(default=None, ge=1)
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    top_p: float | None = Field(default=None, ge=0, le=1)
+    stop: str | list[str] | None = None
+    tools: list[ToolIn] | None = None
+    tool_choice: str | dict[str, Any] | None = None
+    user: str | None = None
+    n: int | None = Field(default=None, ge=1, le=1)
+
+
+def _text_and_parts(content: Any, where: str, *, images: bool) -> tuple[llm.Part, ...]:
+    if content is None:
+        return ()
+    if isinstance(content, str):
+        return (llm.TextPart(content),) if content else ()
+    parts: list[llm.Part] = []
+    for i, part in enumerate(content):
+        kind = part.get("type")
+        if kind in ("text", "input_text", "output_text"):
+            text = part.get("text")
+            if not isinstance(text, str):
+                raise InvalidRequest("Text parts need a string 'text'.",
+                                     param=f"{where}.content[{i}].text")
+            parts.append(llm.TextPart(text))
+        elif kind == "image_url" and images:
+            image = part.get("image_url")
+            url = image.get("url") if isinstance(image, dict) else image
+            if not isinstance(url, str):
+                raise InvalidRequest("image_url parts need a 'url'.",
+                                     param=f"{where}.content[{i}].image_url")
+            parts.append(image_from_url(url, param=f"{where}.content[{i}].image_url"))
+        elif kind == "refusal":
+            parts.append(llm.TextPart(str(part.get("refusal", ""))))
+        else:
+            raise InvalidRequest(f"Content parts of type {kind!r} are not supported here.",
+                                 param=f"{where}.content[{i}].type", code="unsupported_content")
+    # Adjacent text parts are one text for the backend.
+    merged: list[llm.Part] = []
+    for p in parts:
+        if isinstance(p, llm.TextPart) and merged and isinstance(merged[-1], llm.TextPart):
+            merged[-1] = llm.TextPart(merged[-1].text + "\n" + p.text)
+        else:
+            merged.append(p)
+    return tuple(merged)
+
+
+def tool_choice_from(value: str | dict[str, Any] | None) -> llm.ToolChoice:
+    if value is None or value == "auto":
+        return llm.ToolChoice("auto")
+    if value == "none":
+        return llm.ToolChoice("none")
+    if value == "required":
+        return llm.ToolChoice("required")
+    if isinstance(value, dict):
+        name = (value.get("function") or {}).get("name") or value.get("name")
+        if name:
+            return llm.ToolChoice("tool", name)
+    raise InvalidRequest("Invalid tool_choice.", param="tool_choice")
+
+
+def parse_request(data: dict[str, Any]) -> tuple[ChatRequestIn, llm.LLMRequest]:
+    """The validated request and its canonical form (``model`` is the agent slug here)."""
+    from openai_api.dialects.common import validate
+
+    req: ChatRequestIn = validate(ChatRequestIn, data)
+    system: list[str] = []
+    messages: list[llm.Message] = []
+    for i, m in enumerate(req.messages):
+        where = f"messages[{i}]"
+        if m.role in ("system", "developer"):
+            text = llm.Message("user", _text_and_parts(m.content, where, images=False)).text
+            if text:
+                system.append(text)
+        elif m.role == "user":
+            messages.append(llm.Message("user", _text_and_parts(m.content, where, images=True)))
+        elif m.role == "assistant":
+            calls = tuple(
+                llm.ToolCall(
+                    c.id or f"call_{i}_{j}",
+                    c.function.name,
+                    c.function.arguments if isinstance(c.function.arguments, str)
+                    else json.dumps(c.function.arguments),
+                )
+                for j, c in enumerate(m.tool_calls or [])
+            )
+            messages.append(
+                llm.Message("assistant", _text_and_parts(m.content, where, images=False), calls)
+            )
+        else:  # tool, or the legacy function role
+            call_id = m.tool_call_id or m.name
+            if not call_id:
+                raise InvalidRequest("Tool messages need a 'tool_call_id'.",
+                                     param=f"{where}.tool_call_id")
+            messages.append(llm.Message("tool", _text_and_parts(m.content, where, images=False),
+                                        tool_call_id=call_id))
+    if not any(m.role == "user" for m in messages):
+        raise InvalidRequest("No user message in request.", param="messages",
+                             code="missing_user_message")
+    stop = [req.stop] if isinstance(req.stop, str) else list(req.stop or [])
+    tools = [
+        llm.Tool(t.function.name, t.function.description or "",
+                 t.function.parameters or {"type": "object", "properties": {}})
+        for t in req.tools or []
+    ]
+    canonical = llm.LLMRequest(
+        model=req.model,
+        system="\n\n".join(system),
+        messages=messages,
+        tools=tools,
+        tool_choice=tool_choice_from(req.tool_choice),
+        max_output_tokens=req.max_completion_tokens or req.max_tokens,
+        temperature=req.temperature,
+        top_p=req.top_p,
+        stop=stop,
+        user=req.user,
+    )
+    return req, canonical
+
+
+def _tool_calls_out(calls: list[llm.ToolCall]) -> list[dict[str, Any]]:
+    return [
+        {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+        for c in calls
+    ]
+
+
+def usage_out(usage: llm.Usage) -> dict[str, Any]:
+    return {
+        "prompt_tokens": usage.input_tokens,
+        "completion_tokens": usage.output_tokens,
+        "total_tokens": usage.input_tokens + usage.output_tokens,
+    }
+
+
+def render_completion(*, response_id: str, model: str, created: int, text: str,
+                      reasoning: str, tool_calls: list[llm.ToolCall], finish_reason: str,
+                      usage: llm.Usage) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": text or None,
+                               "refusal": None}
+    if not tool_calls and message["content"] is None:
+        message["content"] = ""
+    if tool_calls:
+        message["tool_calls"] = _tool_calls_out(tool_calls)
+    if reasoning:
+        message["reasoning_content"] = reasoning
+    return {
+        "id": response_id,
+        "object": "chat.completion",
+        "created": created,
+        "model": model,
+        "choices": [{"index": 0, "message": message, "logprobs": None,
+                     "finish_reason": FINISH.get(finish_reason, "stop")}],
+        "usage": usage_out(usage),
+        "system_fingerprint": None,
+    }
+
+
+class ChunkStream:
+    """Renders canonical events as ``chat.completion.chunk`` SSE frames."""
+
+    def __init__(self, *, response_id: str, model: str, include_usage: bool) -> None:
+        self.id = response_id
+        self.model = model
+        self.created = int(time.time())
+        self.include_usage = include_usage
+        self.started = False
+
+    def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> bytes:
+        return sse_data({
+            "id": self.id, "object": "chat.completion.chunk", "created": self.created,
+            "model": self.model, "system_fingerprint": None,
+            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+        })
+
+    def start(self) -> bytes:
+        self.started = True
+        return self._chunk({"role": "assistant", "content": ""})
+
+    def event(self, event: llm.Event) -> bytes:
+        if isinstance(event, llm.TextDelta):
+            return self._chunk({"content": event.text}) if event.text else b""
+        if isinstance(event, llm.ReasoningDelta):
+            return self._chunk({"reasoning_content": event.text})
+        if isinstance(event, llm.ToolCallDelta):
+            call: dict[str, Any] = {"index": event.index}
+            if event.id is not None:
+                call["id"] = event.id
+                call["type"] = "function"
+            function: dict[str, Any] = {"arguments": event.arguments}
+            if event.name is not None:
+                function["name"] = event.name
+            call["function"] = function
+            return self._chunk({"tool_calls": [call]})
+        if isinstance(event, llm.Finish):
+            return self._chunk({}, FINISH.get(event.reason, "stop"))
+        return b""
+
+    def usage(self, usage: llm.Usage) -> bytes:
+        if not self.include_usage:
+            return b""
+        return sse_data({
+            "id": self.id, "object": "chat.completion.chunk", "created": self.created,
+            "model": self.model, "system_fingerprint": None, "choices": [],
+            "usage": usage_out(usage),
+        })

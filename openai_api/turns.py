@@ -1,0 +1,332 @@
+"""One conversational turn, dialect-neutral: the thread lease, the backend stream with
+keepalives and timeouts, and persistence of whatever happened (reply, partial reply, error).
+
+A dialect adapter builds a :class:`TurnSpec`, calls :meth:`Turn.open` (errors here become HTTP
+errors), :meth:`Turn.first` (the first backend event, so a provider failing before any output
+is still an HTTP error) and then iterates :meth:`Turn.events`, rendering each canonical event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.db import connections
+
+from agents import llm, services
+from agents.backends import backend_for, backend_stream
+from agents.exceptions import Conflict, ContextTooLong, GaiaError, InvalidRequest
+from agents.models import Agent, ApiKey
+
+log = logging.getLogger("gaia.turns")
+prompt_log = logging.getLogger("gaia.prompts")
+
+KEEPALIVE = object()  # yielded by Turn.events when the backend has been silent for a while
+
+# Session headers, most specific first (issue: thread mapping).
+SESSION_HEADERS = (
+    "x-session-id",
+    "x-openwebui-chat-id",
+    "x-librechat-conversation-id",
+    "x-claude-code-session-id",
+    "session-id",
+)
+
+_WORKSPACE = re.compile(r"<workspace_info>.*?following folders:\s*\n\s*-\s*([^\s\n]+)", re.DOTALL)
+
+_background: set[asyncio.Task[Any]] = set()
+
+
+def extract_workspace_root(messages: list[llm.Message]) -> str | None:
+    """GitHub Copilot's workspace root from a ``<workspace_info>`` block (reference 000)."""
+    for m in messages:
+        if m.role == "user":
+            match = _WORKSPACE.search(m.text)
+            if match:
+                return match.group(1).strip()
+    return None
+
+
+def session_from_headers(headers: Any) -> tuple[str | None, str | None]:
+    """``(explicit thread id, session key)`` from the request headers; ``(None, None)`` if none."""
+    thread_id = headers.get("x-gaia-thread-id")
+    for name in SESSION_HEADERS:
+        value = headers.get(name)
+        if value:
+            return thread_id, f"{name}:{value[:250]}"
+    return thread_id, None
+
+
+@dataclass
+class TurnSpec:
+    agent: Agent
+    api_key: ApiKey | None
+    request: llm.LLMRequest  # messages: the client's history; system: the client's system text
+    dialect: str
+    response_id: str
+    thread_id: str | None = None
+    session_key: str | None = None
+    user: str | None = None
+    thread_history: list[llm.Message] | None = None  # set when continuing a stored thread
+
+
+@dataclass
+class ToolCallAcc:
+    id: str = ""
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
+
+
+class Turn:
+    def __init__(self, spec: TurnSpec) -> None:
+        self.spec = spec
+        self.agent = spec.agent
+        self.result = services.TurnResult(response_id=spec.response_id)
+        self.thread_id: Any = None
+        self.request: llm.LLMRequest | None = None
+        self._start: services.TurnStart | None = None
+        self._stream: Any = None
+        self._pending: asyncio.Future[Any] | None = None
+        self._t0 = time.monotonic()
+        self._first_at: float | None = None
+        self._tools: dict[int, ToolCallAcc] = {}
+        self._text: list[str] = []
+        self._reasoning: list[str] = []
+        self._usage: llm.Usage | None = None
+        self._closed = False
+
+    # -- opening ---------------------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Take the thread's lease, store the new messages and build the backend request.
+
+        Raises :class:`GaiaError` subclasses (400 context, 409 busy, 404 thread) before any
+        output exists.
+        """
+        spec = self.spec
+        client = spec.request
+        backend = backend_for(spec.agent.provider)
+        if not backend.accepts_images and any(m.has_images for m in client.messages):
+            raise InvalidRequest(
+                f"The model '{spec.agent.slug}' cannot read images (its provider "
+                f"'{spec.agent.provider.name}' is text-only). Remove the images or pick "
+                "another model.",
+                param="messages", code="images_not_supported",
+            )
+        if client.tools and not backend.accepts_tools:
+            raise InvalidRequest(
+                f"The model '{spec.agent.slug}' cannot call client tools.",
+                param="tools", code="tools_not_supported",
+            )
+        workspace = extract_workspace_root(client.messages)
+        session_key = spec.session_key or services.session_key_fallback(
+            model=spec.agent.slug, user=spec.user, messages=client.messages
+        )
+        deadline = time.monotonic() + float(getattr(settings, "GAIA_THREAD_WAIT_SECONDS", 300))
+        delay = 0.02
+        begin = sync_to_async(services.thread_turn_begin)
+        while True:
+            start = await begin(
+                agent=spec.agent, api_key=spec.api_key, session_key=session_key,
+                thread_id=spec.thread_id, user=spec.user, incoming=client.messages,
+                workspace_root=workspace, dialect=spec.dialect,
+                lease_seconds=settings.GAIA_THREAD_LOCK_SECONDS,
+            )
+            if start is not None:
+                break
+            if time.monotonic() > deadline:
+                raise Conflict("Another request is still running on this thread.",
+                               code="thread_busy")
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.25)
+        self._start = start
+        self.thread_id = start.thread_id
+        self.request = self._build_request(start.history, workspace)
+        limit = spec.agent.max_input_tokens
+        if limit:
+            used, _ = backend.count_tokens(self.request)
+            if used > limit:
+                await self.close(error=ContextTooLong(
+                    f"This conversation has about {used} input tokens; the model "
+                    f"'{spec.agent.slug}' accepts {limit}.", param="messages"))
+                raise ContextTooLong(
+                    f"This conversation has about {used} input tokens; the model "
+                    f"'{spec.agent.slug}' accepts {limit}.", param="messages")
+        if settings.GAIA_SHOW_PROMPTS:
+            prompt_log.debug("prompt to %s: %r", spec.agent.provider.name, self.request)
+
+    def _build_request(self, history: list[llm.Message], workspace: str | None) -> llm.LLMRequest:
+        agent, client = self.agent, self.spec.request
+        system = [agent.instructions.strip()] if agent.instructions.strip() else []
+        if client.system.strip():
+            system.append(client.system.strip())
+        if workspace:
+            system.append(f"The user's workspace root is {workspace}.")
+        limit = agent.max_output_tokens or None
+        wanted = client.max_output_tokens
+        max_out = min(x for x in (limit, wanted) if x) if (limit or wanted) else None
+        return client.replace(
+            model=agent.model_name,
+            system="\n\n".join(system),
+            messages=history,
+            max_output_tokens=max_out,
+            temperature=client.temperature if client.temperature is not None
+            else agent.temperature,
+            top_p=client.top_p if client.top_p is not None else agent.top_p,
+        )
+
+    # -- streaming -------------------------------------------------------------------------
+
+    async def first(self, wait: float) -> Any:
+        """The first event, waiting at most ``wait`` seconds; ``KEEPALIVE`` if none came yet.
+
+        A backend error here propagates (and is recorded): nothing was sent to the client yet.
+        """
+        assert self.request is not None
+        self._stream = backend_stream(self.agent.provider, self.request)
+        try:
+            return await self._next(wait)
+        except BaseException as exc:
+            await self.close(error=exc)
+            raise
+
+    async def _next(self, wait: float) -> Any:
+        if self._pending is None:
+            self._pending = asyncio.ensure_future(anext(self._stream))
+        done, _ = await asyncio.wait({self._pending}, timeout=wait)
+        if not done:
+            return KEEPALIVE
+        future, self._pending = self._pending, None
+        try:
+            event = future.result()
+        except StopAsyncIteration:
+            return None
+        self._absorb(event)
+        return event
+
+    async def events(self, first: Any, keepalive: float) -> Any:
+        """Yield ``first`` then every later event (and ``KEEPALIVE`` markers) to the end.
+
+        Records the outcome whatever happens: normal end, backend error (re-raised for the
+        dialect to render in-band), or cancellation (client gone; re-raised).
+        """
+        error: BaseException | None = None
+        try:
+            event = first
+            while event is not None:
+                yield event
+                event = await self._next(keepalive)
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            await self._shielded_close(error)
+
+    def _absorb(self, event: Any) -> None:
+        if self._first_at is None and not isinstance(event, llm.Usage | llm.Finish):
+            self._first_at = time.monotonic()
+        if isinstance(event, llm.TextDelta):
+            self._text.append(event.text)
+        elif isinstance(event, llm.ReasoningDelta):
+            self._reasoning.append(event.text)
+        elif isinstance(event, llm.ToolCallDelta):
+            acc = self._tools.setdefault(event.index, ToolCallAcc())
+            acc.id = event.id or acc.id
+            acc.name = event.name or acc.name
+            acc.arguments.append(event.arguments)
+        elif isinstance(event, llm.Usage):
+            self._usage = event
+        elif isinstance(event, llm.Finish):
+            self.result.finish_reason = event.reason
+
+    async def collect(self, first: Any) -> services.TurnResult:
+        """Run the turn to its end without streaming (JSON replies)."""
+        async for _ in self.events(first, keepalive=3600):
+            pass
+        return self.result
+
+    # -- closing ---------------------------------------------------------------------------
+
+    @property
+    def usage(self) -> llm.Usage:
+        if self._usage is not None:
+            return self._usage
+        assert self.request is not None
+        out = llm.estimate_tokens("".join(self._text)) + sum(
+            llm.estimate_tokens("".join(t.arguments)) for t in self._tools.values()
+        )
+        return llm.Usage(llm.estimate_request_tokens(self.request), out, estimated=True)
+
+    @property
+    def tool_calls(self) -> list[llm.ToolCall]:
+        return [
+            llm.ToolCall(acc.id or f"call_{i}", acc.name, "".join(acc.arguments))
+            for i, acc in sorted(self._tools.items())
+        ]
+
+    async def _shielded_close(self, error: BaseException | None) -> None:
+        task = asyncio.ensure_future(self.close(error=error))
+        _background.add(task)
+        task.add_done_callback(_background.discard)
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            pass  # the close task runs on; the cancellation itself is re-raised by events()
+
+    async def close(self, *, error: BaseException | None = None) -> None:
+        """Persist the outcome and release the lease; idempotent."""
+        if self._closed or self._start is None:
+            return
+        self._closed = True
+        if self._pending is not None:
+            self._pending.cancel()
+        if self._stream is not None:
+            try:
+                await self._stream.aclose()
+            except Exception:  # noqa: BLE001 - closing a failed stream must not mask the error
+                log.debug("closing backend stream failed", exc_info=True)
+        r = self.result
+        r.text = "".join(self._text)
+        r.reasoning = "".join(self._reasoning)
+        r.tool_calls = self.tool_calls
+        if self.request is not None:
+            usage = self.usage
+            r.input_tokens, r.output_tokens = usage.input_tokens, usage.output_tokens
+            r.usage_estimated = usage.estimated
+        r.latency_ms = int((time.monotonic() - self._t0) * 1000)
+        if self._first_at is not None:
+            r.ttft_ms = int((self._first_at - self._t0) * 1000)
+        if isinstance(error, asyncio.CancelledError | GeneratorExit):
+            r.finish_reason = "client_disconnected"
+            r.error = "The client disconnected before the reply was complete."
+        elif isinstance(error, GaiaError):
+            r.finish_reason = "error"
+            r.error = error.message
+        elif error is not None:
+            r.finish_reason = "error"
+            r.error = f"Internal error: {type(error).__name__}"
+        # Its own thread, not the request's: this may run after the request is gone.
+        await sync_to_async(_finish_and_close, thread_sensitive=False)(
+            thread_id=self._start.thread_id, lock_token=self._start.lock_token, result=r,
+            dialect=self.spec.dialect,
+        )
+
+
+def _finish_and_close(**kwargs: Any) -> None:
+    try:
+        services.thread_turn_finish(**kwargs)
+    finally:
+        connections.close_all()
+
+
+def as_gaia_error(exc: BaseException) -> GaiaError:
+    if isinstance(exc, GaiaError):
+        return exc
+    log.error("unexpected error during a turn", exc_info=exc)
+    return GaiaError("Internal error while generating the reply.", code="internal_error")
