@@ -1,0 +1,296 @@
+"""Run one question or a suite: agent processes, the relay, the timeout, the results.
+
+The Python API a Celery task can call::
+
+    result = await run_question(question, out_dir=Path("runs/7"), config=RunConfig(),
+                                on_event=print)
+    summary = await run_suite(load_suite(), out_dir=Path("runs"), config=RunConfig())
+
+``on_event`` receives :class:`~mesh.network.MeshEvent` objects (``run.started``,
+``agent.connected``, ``run.init``, ``packet``, ``agent.down``, ``run.answer``,
+``run.finished``...) as they happen, so a caller can stream progress.
+
+Layout of ``out_dir``: ``workspaces/<node_id>/`` (``agent.log``, ``memory.json``,
+``stderr.log``), ``metrics.json`` and ``run_artifacts.tar.gz``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import json
+import os
+import secrets
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from mesh.evaluation import score_answer
+from mesh.framing import DEFAULT_MAX_FRAME_SIZE
+from mesh.llm import LLMSpec
+from mesh.network import EventCallback, MeshEvent, MeshNetwork
+from mesh.protocols import get_adapter, needs_signing_seed
+from mesh.results import archive_workspaces, summarize, write_json
+from mesh.suite import Question
+from mesh.tools import PIPELINE
+
+__all__ = ["RunConfig", "RunResult", "run_question", "run_suite"]
+
+_PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """How to run a question.
+
+    ``llm`` maps a tool name (or ``"*"`` for every tool) to an :data:`~mesh.llm.LLMSpec`; a
+    tool without one runs deterministically. ``tool_delay_s`` adds latency before a tool runs
+    (to simulate a slow model in tests and benchmarks). ``timeout_s`` bounds the whole run.
+    """
+
+    protocol: str = "json"
+    agents: tuple[str, ...] = PIPELINE
+    timeout_s: float = 60.0
+    llm: Mapping[str, LLMSpec] = field(default_factory=dict)
+    tool_delay_s: Mapping[str, float] = field(default_factory=dict)
+    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
+    shutdown_grace_s: float = 5.0
+
+    def validate(self) -> None:
+        """Raise ``ValueError`` for an unknown protocol or tool, or a bad timeout."""
+        seed = bytes(32) if needs_signing_seed(self.protocol) else None
+        get_adapter(self.protocol, signing_seed=seed)
+        unknown = [a for a in self.agents if a not in PIPELINE]
+        if unknown or not self.agents:
+            raise ValueError(f"agents must be among {', '.join(PIPELINE)}; got {unknown}")
+        if self.timeout_s <= 0:
+            raise ValueError("timeout_s must be positive")
+
+
+@dataclass(frozen=True)
+class RunResult:
+    status: str
+    reason: str | None
+    answer: str | None
+    metrics: dict[str, Any]
+    out_dir: Path
+
+    @property
+    def metrics_path(self) -> Path:
+        return self.out_dir / "metrics.json"
+
+    @property
+    def archive_path(self) -> Path:
+        return self.out_dir / "run_artifacts.tar.gz"
+
+
+@dataclass
+class _AgentProc:
+    node_id: int
+    tool: str
+    proc: asyncio.subprocess.Process
+    killed: bool = False
+
+
+def _open_stderr(workspace: Path) -> IO[bytes]:
+    workspace.mkdir(parents=True, exist_ok=True)
+    return open(workspace / "stderr.log", "wb")  # the caller closes it
+
+
+def _prepare(out_dir: Path) -> Path:
+    workspaces = out_dir / "workspaces"
+    workspaces.mkdir(parents=True, exist_ok=True)
+    return workspaces
+
+
+def _write_results(out_dir: Path, workspaces: Path, metrics: dict[str, Any]) -> None:
+    write_json(out_dir / "metrics.json", metrics)
+    archive_workspaces(workspaces, out_dir / "run_artifacts.tar.gz")
+
+
+async def _spawn(node_id: int, tool: str, *, port: int, config: RunConfig, workspace: Path,
+                 seed: bytes | None) -> _AgentProc:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH", "")) if p)
+    env.pop("MESH_SIGNING_SEED", None)
+    env.pop("MESH_LLM_SPEC", None)
+    if seed is not None:
+        env["MESH_SIGNING_SEED"] = seed.hex()
+    spec = config.llm.get(tool) or config.llm.get("*")
+    if spec:
+        env["MESH_LLM_SPEC"] = json.dumps(dict(spec))
+    args = [
+        "-m", "mesh.agent", "--port", str(port), "--node-id", str(node_id), "--tool", tool,
+        "--protocol", config.protocol, "--workspace", str(workspace),
+        "--delay", str(float(config.tool_delay_s.get(tool, 0.0))),
+        "--max-frame-size", str(config.max_frame_size),
+    ]
+    with _open_stderr(workspace) as stderr:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, *args, stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.DEVNULL, stderr=stderr, env=env)
+    return _AgentProc(node_id, tool, proc)
+
+
+async def _stop_processes(procs: Sequence[_AgentProc], grace: float) -> None:
+    waits = [asyncio.create_task(a.proc.wait()) for a in procs]
+    if waits:
+        await asyncio.wait(waits, timeout=grace)
+    for agent, wait in zip(procs, waits, strict=True):
+        if not wait.done():
+            agent.killed = True
+            with contextlib.suppress(ProcessLookupError):
+                agent.proc.kill()
+    if waits:
+        await asyncio.gather(*waits, return_exceptions=True)
+
+
+def _agent_report(agent: _AgentProc, net: MeshNetwork) -> dict[str, Any]:
+    peer = net.peers.get(agent.node_id) or net.departed.get(agent.node_id)
+    code = agent.proc.returncode
+    reason: str | None = None
+    if peer is None:
+        status = "never_connected"
+        reason = f"exited with code {code} before connecting" if code is not None else None
+    elif agent.node_id in net.down:
+        status, reason = "down", net.down[agent.node_id]
+    elif agent.killed:
+        status, reason = "killed", "did not exit after shutdown"
+    elif code == 0:
+        status = "ok"
+    else:
+        status, reason = "error", f"exit code {code}"
+    return {
+        "node_id": agent.node_id,
+        "tool": agent.tool,
+        "status": status,
+        "reason": reason,
+        "exit_code": code,
+        "pid": agent.proc.pid,
+        "busy_ms": round(peer.busy_ms, 3) if peer is not None else 0.0,
+        "pkts_sent": peer.pkts_sent if peer is not None else 0,
+    }
+
+
+async def run_question(question: Question, *, out_dir: Path, config: RunConfig | None = None,
+                       on_event: EventCallback | None = None) -> RunResult:
+    """Run ``question`` through the mesh and write its results under ``out_dir``.
+
+    Never raises for agent or network failures: they end the run ``failed`` with partial
+    metrics and a reason. Raises ``ValueError`` for a bad config. Cancelling the coroutine
+    kills the agents and closes the relay.
+    """
+    config = config or RunConfig()
+    config.validate()
+    workspaces = _prepare(out_dir)
+    seed = secrets.token_bytes(32) if needs_signing_seed(config.protocol) else None
+    net = MeshNetwork(get_adapter(config.protocol, signing_seed=seed),
+                      max_frame_size=config.max_frame_size, on_event=on_event)
+    started_at = dt.datetime.now(dt.UTC)
+    deadline = time.monotonic() + config.timeout_s
+    procs: list[_AgentProc] = []
+
+    def emit(kind: str, data: dict[str, Any]) -> None:
+        if on_event is not None:
+            with contextlib.suppress(Exception):
+                on_event(MeshEvent(kind, round(net.elapsed_ms, 3), data))
+
+    try:
+        port = await net.start()
+        emit("run.started", {"question_index": question.index, "protocol": config.protocol,
+                             "agents": list(config.agents), "port": port})
+        for node_id, tool in enumerate(config.agents):
+            procs.append(await _spawn(node_id, tool, port=port, config=config,
+                                      workspace=workspaces / str(node_id), seed=seed))
+        while time.monotonic() < deadline:
+            pending = [a for a in procs if a.node_id not in net.peers
+                       and a.node_id not in net.departed and a.proc.returncode is None]
+            if not pending:
+                break
+            await asyncio.sleep(0.02)
+        if not any(p.tool == "reason" for p in net.peers.values()):
+            net.fail("timeout before the agents connected" if time.monotonic() >= deadline
+                     else "no reason agent connected")
+        else:
+            await net.broadcast_init(question.document(), question=question.question)
+            try:
+                await asyncio.wait_for(net.wait_done(), max(0.0, deadline - time.monotonic()))
+            except TimeoutError:
+                net.fail(f"timeout after {config.timeout_s:g} s")
+        net.stop_clock()
+        net.begin_shutdown()
+        await _stop_processes(procs, config.shutdown_grace_s)
+    finally:
+        # Also on cancellation or an unexpected error: no agent process or task outlives us.
+        for agent in procs:
+            if agent.proc.returncode is None:
+                agent.killed = True
+                with contextlib.suppress(ProcessLookupError):
+                    agent.proc.kill()
+                await agent.proc.wait()
+        await net.close()
+
+    completed = net.failure is None and net.answer_from is not None
+    answer = None if net.answer is None else str(net.answer)
+    score = score_answer(answer, question.answer) if completed and answer is not None else None
+    metrics: dict[str, Any] = {
+        "status": "completed" if completed else "failed",
+        "reason": None if completed else (net.failure or "no final answer"),
+        "question_index": question.index,
+        "question_id": question.id,
+        "question": question.question,
+        "gold_answer": question.answer,
+        "answer": answer,
+        "protocol": config.protocol,
+        "agent_count": len(config.agents),
+        "agents": [_agent_report(a, net) for a in procs],
+        "bytes_tx": net.bytes_tx,
+        "bytes_rx": net.bytes_rx,
+        "pkt_cnt": net.pkt_cnt,
+        "frames_tx": net.frames_tx,
+        "header_overhead": net.header_overhead,
+        "token_sum": net.token_sum,
+        "elapsed_ms": round(net.elapsed_ms, 3),
+        "rejected_frames": net.rejected_frames,
+        "malformed_frames": net.malformed_frames,
+        "quality_score": score.quality_score if score else None,
+        "exact_match": score.exact_match if score else None,
+        "rouge_l": score.rouge_l if score else None,
+        "f1": score.f1 if score else None,
+        "started_at": started_at.isoformat(),
+        "timeout_s": config.timeout_s,
+    }
+    await asyncio.to_thread(_write_results, out_dir, workspaces, metrics)
+    emit("run.finished", {"status": metrics["status"], "reason": metrics["reason"],
+                          "answer": answer, "exact_match": metrics["exact_match"]})
+    return RunResult(metrics["status"], metrics["reason"], answer, metrics, out_dir)
+
+
+def _write_summary(out_dir: Path, summary: dict[str, Any]) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_json(out_dir / "summary.json", summary)
+
+
+async def run_suite(questions: Sequence[Question], *, out_dir: Path,
+                    config: RunConfig | None = None, suite_name: str = "",
+                    on_event: EventCallback | None = None,
+                    on_result: Callable[[Question, RunResult], None] | None = None,
+                    ) -> dict[str, Any]:
+    """Run each question in turn under ``out_dir/<index>/`` and write ``summary.json``."""
+    config = config or RunConfig()
+    config.validate()
+    results = []
+    for question in questions:
+        result = await run_question(question, out_dir=out_dir / str(question.index),
+                                    config=config, on_event=on_event)
+        results.append(result.metrics)
+        if on_result is not None:
+            on_result(question, result)
+    summary = summarize(results, suite=suite_name, protocol=config.protocol)
+    await asyncio.to_thread(_write_summary, out_dir, summary)
+    return summary
