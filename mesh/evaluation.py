@@ -16,8 +16,6 @@ from dataclasses import asdict, dataclass
 from functools import lru_cache
 from typing import Any
 
-from rouge_score import rouge_scorer  # type: ignore[import-untyped]
-
 __all__ = ["Score", "exact_match", "f1_score", "normalize_answer", "rouge_l", "score_answer"]
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
@@ -52,7 +50,9 @@ def f1_score(prediction: str, gold: str) -> float:
 
 
 @lru_cache(maxsize=1)
-def _scorer() -> rouge_scorer.RougeScorer:
+def _scorer() -> Any:
+    from rouge_score import rouge_scorer  # type: ignore[import-untyped]  # slow (nltk): lazy
+
     return rouge_scorer.RougeScorer(["rougeL"], use_stemmer=False)
 
 

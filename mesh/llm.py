@@ -15,9 +15,10 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ["LLM", "LLMError", "LLMReply", "LLMSpec", "OpenAIChatLLM", "llm_from_spec"]
 
@@ -47,8 +48,10 @@ class OpenAIChatLLM:
         self.model = model
         self.max_tokens = max_tokens
         self.temperature = temperature
+        import httpx  # lazy: agents without an LLM never load it
+
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._client = httpx.AsyncClient(timeout=timeout, headers=headers)
+        self._client: httpx.AsyncClient = httpx.AsyncClient(timeout=timeout, headers=headers)
 
     async def __call__(self, system: str, prompt: str) -> LLMReply:
         body: dict[str, Any] = {
@@ -61,6 +64,8 @@ class OpenAIChatLLM:
         }
         if self.max_tokens is not None:
             body["max_tokens"] = self.max_tokens
+        import httpx
+
         try:
             response = await self._client.post(self.url, json=body)
             response.raise_for_status()

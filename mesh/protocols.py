@@ -78,8 +78,11 @@ class Adapter(Protocol):
 
 
 def _require_packet(value: object) -> Packet:
+    """A packet is an object with string keys and a string ``type``."""
     if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
         raise MalformedPacket("a packet must be an object with string keys")
+    if not isinstance(value.get("type"), str):
+        raise MalformedPacket("a packet must have a string type")
     return value
 
 

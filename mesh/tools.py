@@ -23,8 +23,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rank_bm25 import BM25Okapi  # type: ignore[import-untyped]
-
 from mesh.llm import LLM, LLMReply
 from mesh.suite import Paragraph
 
@@ -117,6 +115,8 @@ def search_paragraphs(question: str, paragraphs: Sequence[Paragraph], *,
                       ) -> list[dict[str, Any]]:
     if not paragraphs:
         return []
+    from rank_bm25 import BM25Okapi  # type: ignore[import-untyped]  # numpy: only search pays
+
     corpus = [content_tokens(p.title + " " + p.text) or ["_"] for p in paragraphs]
     query = content_tokens(question) + [t for t in extra_terms if t not in _STOPWORDS]
     scores = BM25Okapi(corpus).get_scores(query) if query else [0.0] * len(paragraphs)
