@@ -76,8 +76,8 @@ def api_key_revoke(*, key: ApiKey) -> None:
 def api_key_authenticate(*, raw: str, scope: str = ApiKey.Scope.CHAT) -> ApiKey:
     """The key for ``raw`` or :class:`AuthenticationFailed`. Constant-time on the secret."""
     invalid = AuthenticationFailed("Incorrect API key provided.")
-    prefix, _, _ = raw.rpartition("_")
-    if not raw.startswith(KEY_PREFIX) or not prefix:
+    prefix = raw[: len(KEY_PREFIX) + 8]
+    if not raw.startswith(KEY_PREFIX) or raw[len(prefix) : len(prefix) + 1] != "_":
         raise invalid
     key = ApiKey.objects.filter(prefix=prefix).first()
     digest = _hash_secret(raw)

@@ -10,6 +10,8 @@ Options (``Provider.options``):
 * ``tool_call``: ``{"name": ..., "arguments": {...}}`` answers with that tool call when the
   request offers a tool of that name and the last message is not a tool result.
 * ``reasoning``: a text streamed on the reasoning channel before the answer.
+* ``echo: "system"``: answer with the system prompt the backend received (to test prompts).
+* ``usage: false``: report no usage, as some upstreams do (Gaia then estimates).
 
 Tokens are whitespace-delimited words (each keeps its leading space), so usage counts are
 exact for this backend, not estimates.
@@ -61,6 +63,8 @@ class FakeBackend:
         return words, False
 
     def _reply(self, request: LLMRequest) -> str:
+        if self.options.get("echo") == "system":
+            return request.system
         reply = self.options.get("reply")
         if reply is not None:
             return str(reply)
@@ -118,7 +122,8 @@ class FakeBackend:
             if fail == "after" and i == fail_after:
                 raise self._error()
             yield TextDelta(token)
-        yield Usage(input_tokens, len(tokens))
+        if opts.get("usage", True):
+            yield Usage(input_tokens, len(tokens))
         yield Finish(finish)  # type: ignore[arg-type]
 
     def _error(self) -> BackendError:

@@ -1,0 +1,31 @@
+# Sourced by ./run and ./test: make .venv and install the project into it when needed.
+# Usage: source scripts/bootstrap.sh [dev]
+set -euo pipefail
+GAIA_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$GAIA_ROOT"
+
+PYTHON="${PYTHON:-python3}"
+if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+  echo "Gaia needs Python 3.11 or newer (found: $("$PYTHON" --version 2>&1))." >&2
+  exit 1
+fi
+
+extras="${1:-}"
+if [ ! -x .venv/bin/python ]; then
+  echo "Creating .venv ..."
+  "$PYTHON" -m venv .venv
+fi
+
+target="."
+[ "$extras" = "dev" ] && target=".[dev]"
+stamp=".venv/.gaia-install-$extras"
+want="$(cat pyproject.toml | sha256sum | cut -d' ' -f1)"
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  echo "Installing Gaia and its dependencies into .venv (the first time builds llama.cpp:" \
+       "several minutes on 2 cores; later installs reuse pip's wheel cache) ..."
+  .venv/bin/python -m pip install --quiet --upgrade pip
+  # The local model runtime builds from source; its multimodal part is not needed.
+  CMAKE_ARGS="${CMAKE_ARGS:--DLLAVA_BUILD=OFF}" .venv/bin/python -m pip install --quiet -e "$target"
+  echo "$want" > "$stamp"
+fi
+export PATH="$GAIA_ROOT/.venv/bin:$PATH"

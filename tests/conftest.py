@@ -1,0 +1,156 @@
+"""Shared fixtures: factories and a real Gaia server process on the test database.
+
+``gaia_server`` runs uvicorn serving ``gaia_site.asgi:application`` in a subprocess pointed at
+pytest-django's test database, so tests talk to Gaia over real sockets. Tests that use it must
+commit their data: mark them ``@pytest.mark.django_db(transaction=True)``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_database_url() -> str:
+    from django.db import connection
+
+    d = connection.settings_dict
+    if d["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{d['NAME']}"
+    user = d.get("USER") or "postgres"
+    password = f":{d['PASSWORD']}" if d.get("PASSWORD") else ""
+    return f"postgres://{user}{password}@{d.get('HOST') or '127.0.0.1'}:{d.get('PORT') or 5432}/{d['NAME']}"
+
+
+@dataclass
+class GaiaServer:
+    url: str
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    @property
+    def v1(self) -> str:
+        return self.url + "/v1"
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(5)
+
+
+def start_gaia(tmp_dir: Path, env: dict[str, str] | None = None) -> GaiaServer:
+    port = free_port()
+    log_path = tmp_dir / f"gaia-{port}.log"
+    full_env = {
+        **os.environ,
+        "DATABASE_URL": test_database_url(),
+        "GAIA_DATA_DIR": str(tmp_dir),
+        "GAIA_KEEPALIVE_SECONDS": "15",
+        "PYTHONUNBUFFERED": "1",
+        **(env or {}),
+    }
+    cmd = [sys.executable, "-m", "uvicorn", "gaia_site.asgi:application", "--host", "127.0.0.1",
+           "--port", str(port), "--lifespan", "off", "--loop", "uvloop", "--http", "httptools",
+           "--timeout-graceful-shutdown", "2"]
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=full_env, stdout=log, stderr=subprocess.STDOUT)
+    server = GaiaServer(f"http://127.0.0.1:{port}", proc, log_path)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"Gaia exited early:\n{server.log()}")
+        try:
+            httpx.get(server.url + "/health", timeout=1)
+            return server
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    server.stop()
+    raise RuntimeError(f"Gaia did not start:\n{server.log()}")
+
+
+@pytest.fixture(scope="session")
+def gaia_server(django_db_setup: Any, tmp_path_factory: pytest.TempPathFactory
+                ) -> Iterator[GaiaServer]:
+    server = start_gaia(tmp_path_factory.mktemp("gaia"), {"GAIA_KEEPALIVE_SECONDS": "1"})
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def gaia_server_factory(django_db_setup: Any, tmp_path_factory: pytest.TempPathFactory
+                        ) -> Iterator[Callable[..., GaiaServer]]:
+    """Start extra servers with other settings (debug switches, a broken Redis...)."""
+    started: list[GaiaServer] = []
+
+    def start(**env: str) -> GaiaServer:
+        server = start_gaia(tmp_path_factory.mktemp("gaia-extra"), env)
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+# ---------------------------------------------------------------------------------------------
+# Data
+
+
+@pytest.fixture
+def make_provider(db: Any) -> Callable[..., Any]:
+    from tests.factories import ProviderFactory
+
+    return ProviderFactory
+
+
+@pytest.fixture
+def make_agent(db: Any) -> Callable[..., Any]:
+    from tests.factories import AgentFactory
+
+    return AgentFactory
+
+
+@pytest.fixture
+def make_key(db: Any) -> Callable[..., tuple[Any, str]]:
+    from agents.services import api_key_create
+
+    def make(name: str = "test", **kwargs: Any) -> tuple[Any, str]:
+        return api_key_create(name=name, **kwargs)
+
+    return make
+
+
+@pytest.fixture
+def echo_agent(make_agent: Callable[..., Any]) -> Any:
+    return make_agent(slug="echo", provider__options={})
+
+
+@pytest.fixture
+def api_key(make_key: Callable[..., tuple[Any, str]]) -> str:
+    return make_key()[1]
