@@ -27,7 +27,7 @@ from mesh.framing import DEFAULT_MAX_FRAME_SIZE, ConnectionClosed, Frame, FrameC
 from mesh.llm import LLM, LLMError, llm_from_spec
 from mesh.protocols import Adapter, MalformedPacket, Packet, RejectedFrame, get_adapter
 from mesh.suite import parse_document
-from mesh.tools import PIPELINE, TOOL_TAGS, ToolInput, ToolOutput, run_tool
+from mesh.tools import PIPELINE, TOOL_TAGS, ToolInput, ToolOutput, prepare, run_tool
 
 __all__ = ["MeshAgent", "main"]
 
@@ -73,6 +73,7 @@ class MeshAgent:
     async def run(self, host: str, port: int) -> int:
         """Serve until ``shutdown`` (exit code 0) or until the relay goes away (1)."""
         code = 1
+        prepare(self.tool)
         with self._open_log() as log:
             self._log = log
             reader, writer = await asyncio.open_connection(host, port)

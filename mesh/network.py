@@ -115,6 +115,7 @@ class MeshNetwork:
         self.shutting_down = False
         self._server: asyncio.Server | None = None
         self._handlers: set[asyncio.Task[None]] = set()
+        self._conns: set[Peer] = set()
         self._writers: set[asyncio.Task[None]] = set()
         self._done = asyncio.Event()
         self._created = time.perf_counter()
@@ -170,6 +171,7 @@ class MeshNetwork:
 
     async def close(self) -> None:
         """Stop listening, flush writers, close every connection, await every task."""
+        self.shutting_down = True
         if self._server is not None:
             self._server.close()
         peers = list(self.peers.values())
@@ -179,11 +181,20 @@ class MeshNetwork:
         writers = [p.writer_task for p in peers if p.writer_task is not None]
         if writers:
             await asyncio.wait(writers, timeout=2.0)
-        tasks = [*self._handlers, *self._writers]
-        for task in tasks:
+        # Closing the transports ends every reader with EOF; the handlers then finish on their
+        # own (cancelling a start_server handler makes Python 3.11 log a spurious error).
+        for peer in list(self._conns):
+            self._drop(peer, peer.close_reason or "relay closed")
+        handlers = list(self._handlers)
+        if handlers:
+            _, stuck = await asyncio.wait(handlers, timeout=2.0)
+            for task in stuck:
+                task.cancel()
+        writers = list(self._writers)
+        for task in writers:
             task.cancel()
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
+        if writers:
+            await asyncio.gather(*writers, return_exceptions=True)
         if self._server is not None:
             await self._server.wait_closed()
             self._server = None
@@ -236,6 +247,7 @@ class MeshNetwork:
         assert task is not None
         self._handlers.add(task)
         peer = Peer(writer=writer, conn=FrameConnection(max_frame_size=self.max_frame_size))
+        self._conns.add(peer)
         peer.writer_task = asyncio.create_task(self._write_loop(peer))
         self._writers.add(peer.writer_task)
         reason: str | None = None
@@ -263,6 +275,7 @@ class MeshNetwork:
             with contextlib.suppress(ConnectionError, OSError, asyncio.CancelledError):
                 await writer.wait_closed()
             self._handlers.discard(task)
+            self._conns.discard(peer)
 
     def _on_frame(self, peer: Peer, frame: Frame) -> None:
         payload = frame.payload
@@ -333,7 +346,9 @@ class MeshNetwork:
         peer.wakeup.set()
         if peer.writer_task is not None and peer.writer_task is not asyncio.current_task():
             peer.writer_task.cancel()
-        peer.writer.close()  # wakes the reader if the drop came from elsewhere
+        # Abort, not close: a close waits to flush a slow peer's backlog, which may be never.
+        # It also wakes the reader with EOF if the drop came from elsewhere.
+        peer.writer.transport.abort()
         if peer.node_id is None or self.peers.get(peer.node_id) is not peer:
             return
         del self.peers[peer.node_id]

@@ -32,6 +32,7 @@ __all__ = [
     "TOOLS",
     "ToolInput",
     "ToolOutput",
+    "prepare",
     "run_tool",
 ]
 
@@ -417,6 +418,12 @@ TOOLS: dict[str, Tool] = {
     "triple": tool_triple,
     "reason": tool_reason,
 }
+
+
+def prepare(name: str) -> None:
+    """Import what tool ``name`` needs, so start-up cost stays out of the run's clock."""
+    if name == "search":
+        import rank_bm25  # noqa: F401
 
 
 async def run_tool(name: str, inp: ToolInput, llm: LLM | None = None) -> ToolOutput:
