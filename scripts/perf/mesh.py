@@ -233,9 +233,9 @@ def _spawn(ctx: Any, port: int, node: int, adapter: Adapter | None, data: bytes,
     return proc
 
 
-async def until(predicate: Callable[[], bool], timeout: float = 30.0) -> None:
-    """Poll ``predicate`` every 10 ms; raise ``TimeoutError`` after ``timeout`` seconds."""
-    for _ in range(int(timeout / 0.01)):
+async def until(predicate: Callable[[], bool], limit_s: float = 30.0) -> None:
+    """Poll ``predicate`` every 10 ms; raise ``TimeoutError`` after ``limit_s`` seconds."""
+    for _ in range(int(limit_s / 0.01)):
         if predicate():
             return
         await asyncio.sleep(0.01)
