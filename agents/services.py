@@ -270,6 +270,7 @@ def agents_export() -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------------
 # Threads: resolving a conversation, the turn lease, recording messages
 
+FAILED_FINISHES = ("error", "client_disconnected")
 EMPTY_DIGEST = hashlib.sha256(b"gaia-thread").hexdigest()
 
 
@@ -342,10 +343,13 @@ def thread_turn_begin(
     workspace_root: str | None,
     dialect: str,
     lease_seconds: float,
+    exclusive: bool = True,
 ) -> TurnStart | None:
     """Find or create the thread for this conversation, take its lease and store the new messages.
 
     Returns ``None`` when another turn holds the thread (the caller waits and calls again).
+    With ``exclusive=False`` (a session derived from the content, not named by the client) a
+    busy thread is not waited for: the request gets a thread of its own.
     A client resending its history continues the thread whose stored history is a prefix of
     it; a history that diverges from every stored thread (an edited message) forks a new
     thread. With an explicit ``thread_id``, a request carrying only new messages (no assistant
@@ -389,24 +393,36 @@ def thread_turn_begin(
                     .first()
                 )
                 forked = thread is not None
-        if forked or thread is None:
-            parent = thread
+        def new_thread(parent: Thread | None) -> Thread:
             title = next((m.text for m in incoming if m.role == "user"), "")[:200]
-            thread = Thread.objects.create(
-                agent=agent, session_key=session_key if not thread_id else parent.session_key,
+            return Thread.objects.create(
+                agent=agent,
+                session_key=parent.session_key if (thread_id and parent) else session_key,
                 api_key=api_key, user=user or "", title=title, forked_from=parent,
                 history_digest=EMPTY_DIGEST, workspace_root=workspace_root or "",
             )
+
+        if forked or thread is None:
+            thread = new_thread(thread)
             created, matched = True, 0
         token = uuid.uuid4().hex
-        got = Thread.objects.filter(pk=thread.pk).filter(
-            _lease_free(now)
-        ).update(lock_token=token, lock_expires_at=now + timedelta(seconds=lease_seconds))
+        lease = {"lock_token": token, "lock_expires_at": now + timedelta(seconds=lease_seconds)}
+        got = Thread.objects.filter(pk=thread.pk).filter(_lease_free(now)).update(**lease)
         if not got:
-            return None
+            if exclusive:
+                return None
+            # A derived session (no client session id) that is busy is a different person
+            # who happened to start the same way: give them their own thread, don't queue.
+            thread = new_thread(None)
+            created, matched, stateful = True, 0, False
+            Thread.objects.filter(pk=thread.pk).update(**lease)
         thread.refresh_from_db()
         if stateful:
-            stored = [message_from_row(r) for r in thread.messages.order_by("seq")]
+            stored = [
+                message_from_row(r) for r in thread.messages.order_by("seq")
+                if not (r.role == "assistant" and r.finish_reason in FAILED_FINISHES
+                        and not r.content and not r.tool_calls)
+            ]
             new = incoming
             history = stored + incoming
             new_chain = digest_chain(new, start=thread.history_digest)
@@ -433,8 +449,7 @@ def thread_turn_begin(
         if workspace_root and workspace_root != thread.workspace_root:
             update["workspace_root"] = workspace_root
         Thread.objects.filter(pk=thread.pk).update(**update)
-    return TurnStart(thread.pk, token, history, created, forked and not created or forked,
-                     new_chain[-1])
+    return TurnStart(thread.pk, token, history, created, forked, new_chain[-1])
 
 
 def _lease_free(now: Any) -> Any:
@@ -479,20 +494,20 @@ def thread_turn_finish(
         }
         if result.usage_estimated:
             update["usage_estimated"] = True
-        if result.text or result.tool_calls or result.reasoning or result.error:
-            row = _message_row(thread, thread.message_count, reply, dialect)
-            row.reasoning = result.reasoning
-            row.finish_reason = result.finish_reason
-            row.input_tokens = result.input_tokens
-            row.output_tokens = result.output_tokens
-            row.usage_estimated = result.usage_estimated
-            row.latency_ms = result.latency_ms
-            row.ttft_ms = result.ttft_ms
-            row.response_id = result.response_id
-            row.save()
-            update["message_count"] = thread.message_count + 1
-            if not result.error or result.text or result.tool_calls:
-                update["history_digest"] = digest_chain([reply], start=thread.history_digest)[-1]
+        # Every turn leaves its outcome, an empty or failed reply included.
+        row = _message_row(thread, thread.message_count, reply, dialect)
+        row.reasoning = result.reasoning
+        row.finish_reason = result.finish_reason
+        row.input_tokens = result.input_tokens
+        row.output_tokens = result.output_tokens
+        row.usage_estimated = result.usage_estimated
+        row.latency_ms = result.latency_ms
+        row.ttft_ms = result.ttft_ms
+        row.response_id = result.response_id
+        row.save()
+        update["message_count"] = thread.message_count + 1
+        if not result.error or result.text or result.tool_calls:
+            update["history_digest"] = digest_chain([reply], start=thread.history_digest)[-1]
         if thread.lock_token == lock_token:
             update["lock_token"] = ""
             update["lock_expires_at"] = None

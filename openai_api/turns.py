@@ -137,6 +137,7 @@ class Turn:
                 thread_id=spec.thread_id, user=spec.user, incoming=client.messages,
                 workspace_root=workspace, dialect=spec.dialect,
                 lease_seconds=settings.GAIA_THREAD_LOCK_SECONDS,
+                exclusive=bool(spec.thread_id or spec.session_key),
             )
             if start is not None:
                 break
