@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -102,7 +101,9 @@ def _question_from(index: int, raw: dict[str, Any]) -> Question:
 
 
 def default_suite_path() -> Path:
-    return Path(str(resources.files("mesh") / "data" / DEFAULT_SUITE))
+    # Next to this module (not importlib.resources: an editable install may expose ``mesh``
+    # as a namespace package, whose files() is not a directory).
+    return Path(__file__).resolve().parent / "data" / DEFAULT_SUITE
 
 
 def load_suite(path: str | Path | None = None) -> list[Question]:
