@@ -4,7 +4,8 @@ See :mod:`tests.fakes` for the scripting API. Stream events follow the Messages 
 ``message_start`` (input usage), ``content_block_start/delta/stop`` for text (``text_delta``),
 thinking (``thinking_delta``) and tool use (``input_json_delta``), ``message_delta`` (stop
 reason, output usage), ``message_stop``; a scripted mid-stream failure sends ``event: error``.
-With ``api_key`` set, requests need ``x-api-key: KEY`` (else 401 ``authentication_error``).
+With ``api_key`` set, requests need ``x-api-key: KEY`` or ``Authorization: Bearer KEY`` (newer
+SDKs send the latter), else 401 ``authentication_error``.
 
 Script: ``python tests/fakes/anthropic_upstream.py --port 9200 --tokens 32``.
 """
@@ -77,7 +78,10 @@ class FakeAnthropicUpstream(FakeUpstream):
         })
 
     def check_auth(self, headers: dict[str, str]) -> bool:
-        return self.api_key is None or headers.get("x-api-key") == self.api_key
+        if self.api_key is None:
+            return True
+        return self.api_key in (headers.get("x-api-key"),
+                                headers.get("authorization", "").removeprefix("Bearer "))
 
     async def unauthorized(self, ex: Exchange) -> None:
         await ex.json(401, {"type": "error", "error": {
