@@ -24,16 +24,26 @@ from django.views import View
 from django.views.decorators.csrf import csrf_exempt
 
 from agents import llm, selectors, services
+from agents.backends import backend_for
 from agents.exceptions import (
     GaiaError,
+    InvalidRequest,
     MethodNotAllowed,
     NotFound,
     PayloadTooLarge,
 )
-from openai_api.dialects import chat
+from agents.models import Message
+from openai_api.dialects import chat, messages, responses
 from openai_api.dialects.common import SSE_DONE, SSE_KEEPALIVE, parse_json, sse_data
 from openai_api.errors import error_response, openai_error_body
-from openai_api.turns import KEEPALIVE, Turn, TurnSpec, as_gaia_error, session_from_headers
+from openai_api.turns import (
+    KEEPALIVE,
+    Turn,
+    TurnSpec,
+    as_gaia_error,
+    extract_workspace_root,
+    session_from_headers,
+)
 
 log = logging.getLogger("gaia.api")
 
@@ -231,3 +241,223 @@ class NotFoundApi(V1View):
 
     get = post = put = patch = delete = head = _missing
 
+
+
+# ---------------------------------------------------------------------------------------------
+# Shared by the Responses and Messages dialects
+
+
+async def _parse_and_authorize(view: V1View, request: HttpRequest
+                               ) -> tuple[dict[str, Any], Any, Any]:
+    """``(body, key, agent)``: authentication answers before a malformed body does (401 first),
+    as on /v1/chat/completions."""
+    body_error: GaiaError | None = None
+    data: dict[str, Any] = {}
+    try:
+        data = parse_json(request_body(request))
+    except GaiaError as exc:
+        body_error = exc
+    model = data.get("model")
+    key, agent = await view.authorize(request, model if isinstance(model, str) else None)
+    if body_error is not None:
+        raise body_error
+    if agent is None:
+        raise InvalidRequest("'model' is required.", param="model")
+    return data, key, agent
+
+
+async def _open_turn(turn: Turn, *, images_param: str) -> None:
+    try:
+        await turn.open()
+    except InvalidRequest as exc:
+        if exc.code == "images_not_supported":
+            exc.param = images_param
+        raise
+
+
+def _stored_response(*, response_id: str, api_key: Any) -> Message | None:
+    """The stored reply ``response_id`` of a thread this key owns (any dialect's id)."""
+    return (
+        Message.objects.select_related("thread__agent")
+        .filter(response_id=response_id, role=Message.Role.ASSISTANT, thread__api_key=api_key)
+        .order_by("-pk")
+        .first()
+    )
+
+
+def _previous_thread_id(*, response_id: str, api_key: Any) -> str:
+    row = _stored_response(response_id=response_id, api_key=api_key)
+    if row is None:
+        raise NotFound(f"Previous response with id '{response_id}' not found.",
+                       param="previous_response_id", code="previous_response_not_found")
+    return str(row.thread_id)
+
+
+# ---------------------------------------------------------------------------------------------
+# /v1/responses (OpenAI Responses API)
+
+
+class ResponseCreateApi(V1View):
+    http_method_names = ["post", "options"]
+
+    async def post(self, request: HttpRequest) -> HttpResponse:
+        data, key, agent = await _parse_and_authorize(self, request)
+        req, canonical = responses.parse_request(data)
+        thread_id, session_key = session_from_headers(request.headers)
+        if req.previous_response_id:
+            # Gaia is stateful: the stored thread continues, the input holds only new items.
+            thread_id = await sync_to_async(_previous_thread_id)(
+                response_id=req.previous_response_id, api_key=key)
+        response_id = f"resp_{uuid.uuid4().hex}"
+        turn = Turn(TurnSpec(
+            agent=agent, api_key=key, request=canonical, dialect="responses",
+            response_id=response_id, thread_id=thread_id, session_key=session_key,
+            user=canonical.user,
+        ))
+        await _open_turn(turn, images_param="input")
+        keepalive = settings.GAIA_KEEPALIVE_SECONDS
+        headers = {"X-Gaia-Thread-Id": str(turn.thread_id)}
+        echo = responses.echo_fields(req)
+        if not req.stream:
+            first = await turn.first(wait=3600)
+            result = await turn.collect(first)
+            return json_response(
+                responses.render_response(
+                    response_id=response_id, model=agent.slug, created_at=int(time.time()),
+                    status=responses.STATUS.get(result.finish_reason, "completed"),
+                    output=responses.output_items(
+                        response_id=response_id, text=result.text, reasoning=result.reasoning,
+                        tool_calls=result.tool_calls),
+                    usage=turn.usage, echo=echo,
+                ),
+                headers=headers,
+            )
+        first = await turn.first(wait=keepalive)
+        stream = responses.ResponseEventStream(response_id=response_id, model=agent.slug,
+                                               echo=echo)
+        return StreamingHttpResponse(
+            responses_sse(turn, first, stream, keepalive),
+            content_type="text/event-stream",
+            headers={**SSE_HEADERS, **headers},
+        )
+
+
+async def responses_sse(turn: Turn, first: Any, stream: responses.ResponseEventStream,
+                        keepalive: float) -> Any:
+    yield stream.start()
+    try:
+        async with contextlib.aclosing(turn.events(first, keepalive)) as events:
+            async for event in events:
+                if event is KEEPALIVE:
+                    yield SSE_KEEPALIVE
+                else:
+                    frame = stream.event(event)
+                    if frame:
+                        yield frame
+        yield stream.finish(turn.usage, turn.result.finish_reason)
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # after the first byte errors go in-band
+        yield stream.failed(as_gaia_error(exc), turn.usage)
+    yield SSE_DONE
+
+
+class ResponseDetailApi(V1View):
+    http_method_names = ["get", "options"]
+
+    async def get(self, request: HttpRequest, response_id: str) -> HttpResponse:
+        key, _ = await self.authorize(request)
+        row = await sync_to_async(_stored_response)(response_id=response_id, api_key=key)
+        if row is None:
+            raise NotFound(f"No response found with id '{response_id}'.",
+                           param="response_id", code="response_not_found")
+        calls = [llm.ToolCall(c["id"], c["name"], c["arguments"]) for c in row.tool_calls or []]
+        usage = llm.Usage(row.input_tokens or 0, row.output_tokens or 0)
+        error = GaiaError(row.thread.last_error or "The reply failed.", code="upstream_error") \
+            if row.finish_reason == "error" else None
+        return json_response(responses.render_response(
+            response_id=response_id, model=row.thread.agent.slug,
+            created_at=int(row.created_at.timestamp()),
+            status=responses.STATUS.get(row.finish_reason, "completed"),
+            output=responses.output_items(response_id=response_id, text=row.content,
+                                          reasoning=row.reasoning, tool_calls=calls),
+            usage=usage, echo={}, error=error,
+        ), headers={"X-Gaia-Thread-Id": str(row.thread_id)})
+
+
+# ---------------------------------------------------------------------------------------------
+# /v1/messages (Anthropic Messages API)
+
+
+class MessageCreateApi(V1View):
+    http_method_names = ["post", "options"]
+    dialect = "anthropic"
+
+    async def post(self, request: HttpRequest) -> HttpResponse:
+        data, key, agent = await _parse_and_authorize(self, request)
+        req, canonical = messages.parse_request(data)
+        thread_id, session_key = session_from_headers(request.headers)
+        message_id = f"msg_{uuid.uuid4().hex[:24]}"
+        turn = Turn(TurnSpec(
+            agent=agent, api_key=key, request=canonical, dialect="messages",
+            response_id=message_id, thread_id=thread_id, session_key=session_key,
+            user=canonical.user,
+        ))
+        await _open_turn(turn, images_param="messages")
+        keepalive = settings.GAIA_KEEPALIVE_SECONDS
+        headers = {"X-Gaia-Thread-Id": str(turn.thread_id)}
+        if not req.stream:
+            first = await turn.first(wait=3600)
+            result = await turn.collect(first)
+            return json_response(
+                messages.render_message(
+                    message_id=message_id, model=agent.slug, text=result.text,
+                    reasoning=result.reasoning, tool_calls=result.tool_calls,
+                    finish_reason=result.finish_reason, usage=turn.usage,
+                ),
+                headers=headers,
+            )
+        assert turn.request is not None
+        input_tokens, _ = backend_for(agent.provider).count_tokens(turn.request)
+        first = await turn.first(wait=keepalive)
+        stream = messages.MessageEventStream(message_id=message_id, model=agent.slug)
+        return StreamingHttpResponse(
+            messages_sse(turn, first, stream, keepalive, input_tokens),
+            content_type="text/event-stream",
+            headers={**SSE_HEADERS, **headers},
+        )
+
+
+async def messages_sse(turn: Turn, first: Any, stream: messages.MessageEventStream,
+                       keepalive: float, input_tokens: int) -> Any:
+    yield stream.start(input_tokens)
+    try:
+        async with contextlib.aclosing(turn.events(first, keepalive)) as events:
+            async for event in events:
+                if event is KEEPALIVE:
+                    yield messages.ping()
+                else:
+                    frame = stream.event(event)
+                    if frame:
+                        yield frame
+        yield stream.finish(turn.usage, turn.result.finish_reason)
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # after the first byte errors go in-band
+        yield messages.error_event(as_gaia_error(exc))
+
+
+class MessageCountTokensApi(V1View):
+    http_method_names = ["post", "options"]
+    dialect = "anthropic"
+
+    async def post(self, request: HttpRequest) -> HttpResponse:
+        data, key, agent = await _parse_and_authorize(self, request)
+        _, canonical = messages.parse_request(data, require_max_tokens=False)
+        # What the backend would get: the agent's instructions join the client's system text.
+        turn = Turn(TurnSpec(agent=agent, api_key=key, request=canonical, dialect="messages",
+                             response_id=""))
+        built = turn._build_request(canonical.messages,
+                                    extract_workspace_root(canonical.messages))
+        count, _ = backend_for(agent.provider).count_tokens(built)
+        return json_response({"input_tokens": count})

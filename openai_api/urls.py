@@ -6,5 +6,11 @@ urlpatterns = [
     path("models", apis.ModelListApi.as_view(), name="v1-models"),
     re_path(r"^models/(?P<model_id>.+)$", apis.ModelDetailApi.as_view(), name="v1-model"),
     path("chat/completions", apis.ChatCompletionCreateApi.as_view(), name="v1-chat"),
+    path("responses", apis.ResponseCreateApi.as_view(), name="v1-responses"),
+    re_path(r"^responses/(?P<response_id>[^/]+)$", apis.ResponseDetailApi.as_view(),
+            name="v1-response"),
+    path("messages", apis.MessageCreateApi.as_view(), name="v1-messages"),
+    path("messages/count_tokens", apis.MessageCountTokensApi.as_view(),
+         name="v1-messages-count-tokens"),
     re_path(r"^.*$", apis.NotFoundApi.as_view()),
 ]

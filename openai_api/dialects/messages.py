@@ -1,0 +1,354 @@
+"""Anthropic Messages API: request parsing, reply rendering and the streaming state machine.
+
+https://docs.anthropic.com/en/api/messages (and reference 004, section 1). Tolerant input
+(unknown fields such as ``cache_control`` ignored, ``system`` and ``content`` as strings or
+blocks), strict output: every object and event validates against the ``anthropic`` SDK's types.
+
+The agent's own steps (the reasoning channel) become ``thinking`` blocks. Their ``signature``
+is empty: Gaia does not sign them, and thinking blocks a client sends back are dropped on input
+(they are not the assistant's words).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agents import llm
+from agents.exceptions import GaiaError, InvalidRequest
+from openai_api.dialects.common import IMAGE_TYPES, image_from_url, sse_event, validate
+from openai_api.errors import anthropic_error_body
+
+STOP_REASON = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use",
+               "content_filter": "refusal"}
+
+
+class _In(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class MessageIn(_In):
+    role: Literal["user", "assistant"]
+    content: str | list[dict[str, Any]]
+
+
+class MessagesRequestIn(_In):
+    model: str = Field(min_length=1)
+    messages: list[MessageIn] = Field(min_length=1)
+    max_tokens: int | None = Field(default=None, ge=1)
+    system: str | list[dict[str, Any]] | None = None
+    stop_sequences: list[str] | None = None
+    stream: bool | None = False
+    temperature: float | None = Field(default=None, ge=0, le=1)
+    top_p: float | None = Field(default=None, ge=0, le=1)
+    top_k: int | None = Field(default=None, ge=0)
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
+    thinking: dict[str, Any] | None = None
+
+
+# -- parsing ------------------------------------------------------------------------------------
+
+def _text_of(blocks: Any, where: str) -> str:
+    """The text of a string or a list of text blocks (``system``)."""
+    if isinstance(blocks, str):
+        return blocks
+    texts = []
+    for i, block in enumerate(blocks or []):
+        if not isinstance(block, dict) or block.get("type") != "text" or not isinstance(
+                block.get("text"), str):
+            raise InvalidRequest("Expected text blocks with a string 'text'.",
+                                 param=f"{where}[{i}]")
+        texts.append(block["text"])
+    return "\n\n".join(t for t in texts if t)
+
+
+def _image(block: dict[str, Any], where: str) -> llm.ImagePart:
+    source = block.get("source")
+    if not isinstance(source, dict):
+        raise InvalidRequest("Image blocks need a 'source'.", param=f"{where}.source",
+                             code="invalid_image")
+    kind = source.get("type")
+    if kind == "base64":
+        media_type = str(source.get("media_type") or "").lower()
+        data = source.get("data")
+        if media_type not in IMAGE_TYPES:
+            raise InvalidRequest(f"Unsupported image media_type {media_type!r}.",
+                                 param=f"{where}.source.media_type", code="invalid_image")
+        if not isinstance(data, str):
+            raise InvalidRequest("Base64 image sources need 'data'.",
+                                 param=f"{where}.source.data", code="invalid_image")
+        try:
+            base64.b64decode(data[:4096 - 4096 % 4], validate=True)
+        except binascii.Error:
+            raise InvalidRequest("The image data is not valid base64.",
+                                 param=f"{where}.source.data", code="invalid_image") from None
+        return llm.ImagePart(data=data, media_type=media_type)
+    if kind == "url" and isinstance(source.get("url"), str):
+        return image_from_url(source["url"], param=f"{where}.source.url")
+    raise InvalidRequest(f"Image sources of type {kind!r} are not supported.",
+                         param=f"{where}.source.type", code="invalid_image")
+
+
+def _merge_text(parts: list[llm.Part]) -> tuple[llm.Part, ...]:
+    merged: list[llm.Part] = []
+    for p in parts:  # adjacent text blocks are one text for the backend, as in chat.py
+        if isinstance(p, llm.TextPart) and merged and isinstance(merged[-1], llm.TextPart):
+            merged[-1] = llm.TextPart(merged[-1].text + "\n" + p.text)
+        else:
+            merged.append(p)
+    return tuple(merged)
+
+
+def _tool_result(block: dict[str, Any], where: str) -> llm.Message:
+    call_id = block.get("tool_use_id")
+    if not isinstance(call_id, str) or not call_id:
+        raise InvalidRequest("tool_result blocks need a 'tool_use_id'.",
+                             param=f"{where}.tool_use_id")
+    content = block.get("content")
+    parts: list[llm.Part] = []
+    if isinstance(content, str):
+        if content:
+            parts.append(llm.TextPart(content))
+    elif isinstance(content, list):
+        for j, inner in enumerate(content):
+            kind = inner.get("type") if isinstance(inner, dict) else None
+            if kind == "text" and isinstance(inner.get("text"), str):
+                parts.append(llm.TextPart(inner["text"]))
+            elif kind == "image":
+                parts.append(_image(inner, f"{where}.content[{j}]"))
+            else:
+                raise InvalidRequest(f"tool_result content of type {kind!r} is not supported.",
+                                     param=f"{where}.content[{j}].type",
+                                     code="unsupported_content")
+    elif content is not None:
+        raise InvalidRequest("tool_result content must be a string or blocks.",
+                             param=f"{where}.content")
+    return llm.Message("tool", _merge_text(parts), tool_call_id=call_id,
+                       is_error=bool(block.get("is_error")))
+
+
+def parse_messages(messages: list[MessageIn]) -> list[llm.Message]:
+    """Canonical messages. A user turn's ``tool_result`` blocks become ``tool`` messages (in
+    order, before the turn's own text); ``thinking`` blocks are dropped."""
+    out: list[llm.Message] = []
+    for i, m in enumerate(messages):
+        where = f"messages[{i}]"
+        if isinstance(m.content, str):
+            out.append(llm.Message(m.role, (llm.TextPart(m.content),) if m.content else ()))
+            continue
+        parts: list[llm.Part] = []
+        calls: list[llm.ToolCall] = []
+        results: list[llm.Message] = []
+        for j, block in enumerate(m.content):
+            here = f"{where}.content[{j}]"
+            kind = block.get("type")
+            if kind == "text":
+                if not isinstance(block.get("text"), str):
+                    raise InvalidRequest("Text blocks need a string 'text'.",
+                                         param=f"{here}.text")
+                parts.append(llm.TextPart(block["text"]))
+            elif kind == "image" and m.role == "user":
+                parts.append(_image(block, here))
+            elif kind == "tool_use" and m.role == "assistant":
+                call_id, name = block.get("id"), block.get("name")
+                if not isinstance(call_id, str) or not isinstance(name, str):
+                    raise InvalidRequest("tool_use blocks need 'id' and 'name'.",
+                                         param=f"{here}.id")
+                calls.append(llm.ToolCall(call_id, name, json.dumps(block.get("input") or {})))
+            elif kind == "tool_result" and m.role == "user":
+                results.append(_tool_result(block, here))
+            elif kind in ("thinking", "redacted_thinking") and m.role == "assistant":
+                continue
+            else:
+                raise InvalidRequest(
+                    f"Content blocks of type {kind!r} are not supported in {m.role} messages.",
+                    param=f"{here}.type", code="unsupported_content")
+        out.extend(results)
+        if parts or calls or not results:
+            out.append(llm.Message(m.role, _merge_text(parts), tuple(calls)))
+    return out
+
+
+def _tools(tools: list[dict[str, Any]] | None) -> list[llm.Tool]:
+    """Client tools (``name``, ``description``, ``input_schema``). Anthropic's server tools
+    (``web_search_...``, ``bash_...``) carry a versioned ``type`` and are skipped: they have no
+    canonical form and only Anthropic runs them."""
+    out: list[llm.Tool] = []
+    for i, tool in enumerate(tools or []):
+        if tool.get("type") not in (None, "custom"):
+            continue
+        name = tool.get("name")
+        if not isinstance(name, str) or not name:
+            raise InvalidRequest("Tools need a 'name'.", param=f"tools[{i}].name")
+        schema = tool.get("input_schema")
+        if not isinstance(schema, dict):
+            raise InvalidRequest("Tools need an 'input_schema' object.",
+                                 param=f"tools[{i}].input_schema")
+        out.append(llm.Tool(name, str(tool.get("description") or ""), schema))
+    return out
+
+
+def tool_choice_from(value: dict[str, Any] | None) -> llm.ToolChoice:
+    """``auto`` -> auto, ``any`` -> required, ``tool`` -> that tool, ``none`` -> none."""
+    if value is None:
+        return llm.ToolChoice("auto")
+    kind = value.get("type")
+    if kind == "auto":
+        return llm.ToolChoice("auto")
+    if kind == "any":
+        return llm.ToolChoice("required")
+    if kind == "none":
+        return llm.ToolChoice("none")
+    if kind == "tool" and isinstance(value.get("name"), str) and value["name"]:
+        return llm.ToolChoice("tool", value["name"])
+    raise InvalidRequest("Invalid tool_choice.", param="tool_choice")
+
+
+def parse_request(data: dict[str, Any], *, require_max_tokens: bool = True
+                  ) -> tuple[MessagesRequestIn, llm.LLMRequest]:
+    """The validated request and its canonical form (``model`` is the agent slug here)."""
+    req: MessagesRequestIn = validate(MessagesRequestIn, data)
+    if require_max_tokens and req.max_tokens is None:
+        raise InvalidRequest("max_tokens: Field required", param="max_tokens")
+    user = (req.metadata or {}).get("user_id")
+    canonical = llm.LLMRequest(
+        model=req.model,
+        system=_text_of(req.system, "system") if req.system is not None else "",
+        messages=parse_messages(req.messages),
+        tools=_tools(req.tools),
+        tool_choice=tool_choice_from(req.tool_choice),
+        max_output_tokens=req.max_tokens,
+        temperature=req.temperature,
+        top_p=req.top_p,
+        stop=list(req.stop_sequences or []),
+        user=user if isinstance(user, str) and user else None,
+        extra={"top_k": req.top_k} if req.top_k is not None else {},
+    )
+    return req, canonical
+
+
+# -- rendering ----------------------------------------------------------------------------------
+
+def tool_input(arguments: str) -> dict[str, Any]:
+    """A tool call's arguments as the ``input`` object; malformed JSON gives ``{}`` (ref 004)."""
+    try:
+        value = json.loads(arguments) if arguments else {}
+    except json.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def usage_out(input_tokens: int, output_tokens: int) -> dict[str, Any]:
+    return {"input_tokens": input_tokens, "output_tokens": output_tokens,
+            "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
+
+
+def render_message(*, message_id: str, model: str, text: str, reasoning: str,
+                   tool_calls: list[llm.ToolCall], finish_reason: str,
+                   usage: llm.Usage) -> dict[str, Any]:
+    content: list[dict[str, Any]] = []
+    if reasoning:
+        content.append({"type": "thinking", "thinking": reasoning, "signature": ""})
+    if text:
+        content.append({"type": "text", "text": text})
+    content.extend(
+        {"type": "tool_use", "id": c.id, "name": c.name, "input": tool_input(c.arguments)}
+        for c in tool_calls
+    )
+    return {
+        "id": message_id,
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": content,
+        "stop_reason": STOP_REASON.get(finish_reason, "end_turn"),
+        "stop_sequence": None,
+        "usage": usage_out(usage.input_tokens, usage.output_tokens),
+    }
+
+
+def ping() -> bytes:
+    return sse_event("ping", {"type": "ping"})
+
+
+def error_event(exc: GaiaError) -> bytes:
+    return sse_event("error", anthropic_error_body(exc))
+
+
+class MessageEventStream:
+    """Renders canonical events as Anthropic Messages SSE events.
+
+    One content block is open at a time: ``thinking`` (reasoning), ``text`` or ``tool_use`` (one
+    per tool call, its arguments as ``input_json_delta``). Switching channel stops the open block.
+    """
+
+    def __init__(self, *, message_id: str, model: str) -> None:
+        self.id = message_id
+        self.model = model
+        self.index = -1
+        self._open: str | None = None
+        self._call_index: int | None = None
+
+    def start(self, input_tokens: int) -> bytes:
+        return sse_event("message_start", {"type": "message_start", "message": {
+            "id": self.id, "type": "message", "role": "assistant", "model": self.model,
+            "content": [], "stop_reason": None, "stop_sequence": None,
+            "usage": usage_out(input_tokens, 0),
+        }})
+
+    def _close(self) -> bytes:
+        if self._open is None:
+            return b""
+        self._open = None
+        return sse_event("content_block_stop", {"type": "content_block_stop",
+                                                "index": self.index})
+
+    def _start_block(self, kind: str, block: dict[str, Any]) -> bytes:
+        out = self._close()
+        self.index += 1
+        self._open = kind
+        return out + sse_event("content_block_start", {
+            "type": "content_block_start", "index": self.index, "content_block": block})
+
+    def _delta(self, delta: dict[str, Any]) -> bytes:
+        return sse_event("content_block_delta", {"type": "content_block_delta",
+                                                 "index": self.index, "delta": delta})
+
+    def event(self, event: llm.Event) -> bytes:
+        if isinstance(event, llm.TextDelta):
+            if not event.text:
+                return b""
+            out = b"" if self._open == "text" else self._start_block(
+                "text", {"type": "text", "text": ""})
+            return out + self._delta({"type": "text_delta", "text": event.text})
+        if isinstance(event, llm.ReasoningDelta):
+            if not event.text:
+                return b""
+            out = b"" if self._open == "thinking" else self._start_block(
+                "thinking", {"type": "thinking", "thinking": "", "signature": ""})
+            return out + self._delta({"type": "thinking_delta", "thinking": event.text})
+        if isinstance(event, llm.ToolCallDelta):
+            out = b""
+            if self._open != "tool_use" or self._call_index != event.index:
+                out = self._start_block("tool_use", {
+                    "type": "tool_use", "id": event.id or f"call_{event.index}",
+                    "name": event.name or "", "input": {}})
+                self._call_index = event.index
+            if event.arguments:
+                out += self._delta({"type": "input_json_delta", "partial_json": event.arguments})
+            return out
+        return b""
+
+    def finish(self, usage: llm.Usage, finish_reason: str) -> bytes:
+        return self._close() + sse_event("message_delta", {
+            "type": "message_delta",
+            "delta": {"stop_reason": STOP_REASON.get(finish_reason, "end_turn"),
+                      "stop_sequence": None},
+            "usage": {"output_tokens": usage.output_tokens},
+        }) + sse_event("message_stop", {"type": "message_stop"})

@@ -1,0 +1,500 @@
+"""OpenAI Responses API: request parsing, reply rendering and the streaming state machine.
+
+https://platform.openai.com/docs/api-reference/responses (and reference 004, section 3).
+Tolerant input (unknown fields ignored, ``input`` as a string or items, tools flat or nested
+in a ``function`` wrapper), strict output: every object and event validates against the
+``openai`` SDK's typed models.
+
+Item ids are derived from the response id (``resp_X`` -> ``msg_X``, ``rs_X``, ``fc_X_N``) so a
+stored response rendered again by ``GET /v1/responses/{id}`` carries the same ids.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agents import llm
+from agents.exceptions import GaiaError, InvalidRequest
+from openai_api.dialects.common import image_from_url, sse_event, validate
+
+
+class _In(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class ReasoningIn(_In):
+    effort: str | None = None
+    summary: str | None = None
+
+
+class ResponseRequestIn(_In):
+    model: str = Field(min_length=1)
+    input: str | list[dict[str, Any]]
+    instructions: str | None = None
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: str | dict[str, Any] | None = None
+    parallel_tool_calls: bool | None = None
+    max_output_tokens: int | None = Field(default=None, ge=1)
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    top_p: float | None = Field(default=None, ge=0, le=1)
+    reasoning: ReasoningIn | None = None
+    previous_response_id: str | None = None
+    store: bool | None = None
+    metadata: dict[str, str] | None = None
+    stream: bool | None = False
+    user: str | None = None
+    safety_identifier: str | None = None
+
+
+# -- parsing ------------------------------------------------------------------------------------
+
+def _parts(content: Any, where: str, *, images: bool) -> tuple[llm.Part, ...]:
+    if content is None:
+        return ()
+    if isinstance(content, str):
+        return (llm.TextPart(content),) if content else ()
+    if not isinstance(content, list):
+        raise InvalidRequest("Message content must be a string or a list of parts.",
+                             param=f"{where}.content")
+    parts: list[llm.Part] = []
+    for i, part in enumerate(content):
+        here = f"{where}.content[{i}]"
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind in ("input_text", "output_text", "text", "summary_text", "reasoning_text"):
+            text = part.get("text")
+            if not isinstance(text, str):
+                raise InvalidRequest("Text parts need a string 'text'.", param=f"{here}.text")
+            parts.append(llm.TextPart(text))
+        elif kind == "refusal":
+            parts.append(llm.TextPart(str(part.get("refusal", ""))))
+        elif kind == "input_image" and images:
+            url = part.get("image_url")
+            if not isinstance(url, str) or not url:
+                raise InvalidRequest(
+                    "input_image parts need an 'image_url' (an https URL or a data URI); "
+                    "file ids are not supported.", param=f"{here}.image_url",
+                    code="invalid_image")
+            parts.append(image_from_url(url, param=f"{here}.image_url"))
+        else:
+            raise InvalidRequest(f"Content parts of type {kind!r} are not supported here.",
+                                 param=f"{here}.type", code="unsupported_content")
+    merged: list[llm.Part] = []
+    for p in parts:  # adjacent text parts are one text for the backend, as in chat.py
+        if isinstance(p, llm.TextPart) and merged and isinstance(merged[-1], llm.TextPart):
+            merged[-1] = llm.TextPart(merged[-1].text + "\n" + p.text)
+        else:
+            merged.append(p)
+    return tuple(merged)
+
+
+def _arguments(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def parse_input(items: str | list[dict[str, Any]]) -> tuple[list[str], list[llm.Message]]:
+    """System texts and canonical messages from ``input``.
+
+    A ``function_call`` joins the assistant message before it (an answer's text and its calls
+    are one assistant turn, as Chat Completions stores them); ``reasoning`` items are the
+    agent's own steps and are not fed back as its words.
+    """
+    if isinstance(items, str):
+        return [], [llm.Message("user", (llm.TextPart(items),))]
+    system: list[str] = []
+    messages: list[llm.Message] = []
+    for i, item in enumerate(items):
+        where = f"input[{i}]"
+        kind = item.get("type") or ("message" if "role" in item else None)
+        if kind == "message":
+            role = item.get("role")
+            if role in ("system", "developer"):
+                text = llm.Message("user", _parts(item.get("content"), where, images=False)).text
+                if text:
+                    system.append(text)
+            elif role == "user":
+                messages.append(
+                    llm.Message("user", _parts(item.get("content"), where, images=True)))
+            elif role == "assistant":
+                messages.append(
+                    llm.Message("assistant", _parts(item.get("content"), where, images=False)))
+            else:
+                raise InvalidRequest(f"Unknown message role {role!r}.", param=f"{where}.role")
+        elif kind == "function_call":
+            call_id = item.get("call_id") or item.get("id")
+            name = item.get("name")
+            if not isinstance(call_id, str) or not call_id or not isinstance(name, str):
+                raise InvalidRequest("function_call items need 'call_id' and 'name'.",
+                                     param=f"{where}.call_id")
+            call = llm.ToolCall(call_id, name, _arguments(item.get("arguments", "")))
+            last = messages[-1] if messages else None
+            if last is not None and last.role == "assistant":
+                messages[-1] = llm.Message("assistant", last.parts, (*last.tool_calls, call))
+            else:
+                messages.append(llm.Message("assistant", (), (call,)))
+        elif kind == "function_call_output":
+            call_id = item.get("call_id")
+            if not isinstance(call_id, str) or not call_id:
+                raise InvalidRequest("function_call_output items need a 'call_id'.",
+                                     param=f"{where}.call_id")
+            output = item.get("output", "")
+            parts = _parts(output, f"{where}.output", images=True) if isinstance(
+                output, list) else ((llm.TextPart(str(output)),) if output != "" else ())
+            messages.append(llm.Message("tool", parts, tool_call_id=call_id))
+        elif kind == "reasoning":
+            continue
+        else:
+            raise InvalidRequest(f"Input items of type {kind!r} are not supported.",
+                                 param=f"{where}.type", code="unsupported_input_item")
+    return system, messages
+
+
+def _tools(tools: list[dict[str, Any]] | None) -> list[llm.Tool]:
+    """Function tools, flat (Responses) or nested (Chat Completions). Hosted tools (web
+    search, file search...) are the provider's business and have no canonical form: skipped."""
+    out: list[llm.Tool] = []
+    for i, tool in enumerate(tools or []):
+        if tool.get("type", "function") != "function":
+            continue
+        spec = tool.get("function") if isinstance(tool.get("function"), dict) else tool
+        name = spec.get("name")
+        if not isinstance(name, str) or not name:
+            raise InvalidRequest("Function tools need a 'name'.", param=f"tools[{i}].name")
+        params = spec.get("parameters")
+        if params is not None and not isinstance(params, dict):
+            raise InvalidRequest("Tool parameters must be a JSON schema object.",
+                                 param=f"tools[{i}].parameters")
+        out.append(llm.Tool(name, str(spec.get("description") or ""),
+                            params or {"type": "object", "properties": {}}))
+    return out
+
+
+def tool_choice_from(value: str | dict[str, Any] | None) -> llm.ToolChoice:
+    if value is None or value == "auto":
+        return llm.ToolChoice("auto")
+    if value in ("none", "required"):
+        return llm.ToolChoice(value)  # type: ignore[arg-type]
+    if isinstance(value, dict):
+        kind = value.get("type")
+        if kind == "function":
+            name = value.get("name") or (value.get("function") or {}).get("name")
+            if isinstance(name, str) and name:
+                return llm.ToolChoice("tool", name)
+        elif kind == "allowed_tools":
+            return llm.ToolChoice("required" if value.get("mode") == "required" else "auto")
+        elif isinstance(kind, str):
+            return llm.ToolChoice("auto")  # a hosted tool: the provider decides
+    raise InvalidRequest("Invalid tool_choice.", param="tool_choice")
+
+
+def parse_request(data: dict[str, Any]) -> tuple[ResponseRequestIn, llm.LLMRequest]:
+    """The validated request and its canonical form (``model`` is the agent slug here)."""
+    req: ResponseRequestIn = validate(ResponseRequestIn, data)
+    if isinstance(req.input, list) and not req.input:
+        raise InvalidRequest("'input' must not be empty.", param="input")
+    system, messages = parse_input(req.input)
+    if req.instructions:
+        system.insert(0, req.instructions)
+    extra: dict[str, Any] = {}
+    if req.reasoning and req.reasoning.effort:
+        extra["reasoning_effort"] = req.reasoning.effort
+    if req.parallel_tool_calls is not None:
+        extra["parallel_tool_calls"] = req.parallel_tool_calls
+    canonical = llm.LLMRequest(
+        model=req.model,
+        system="\n\n".join(system),
+        messages=messages,
+        tools=_tools(req.tools),
+        tool_choice=tool_choice_from(req.tool_choice),
+        max_output_tokens=req.max_output_tokens,
+        temperature=req.temperature,
+        top_p=req.top_p,
+        user=req.user or req.safety_identifier,
+        extra=extra,
+    )
+    return req, canonical
+
+
+# -- rendering ----------------------------------------------------------------------------------
+
+def item_ids(response_id: str) -> tuple[str, str, str]:
+    """``(message id, reasoning id, function call id prefix)`` for a response."""
+    suffix = response_id.removeprefix("resp_")
+    return f"msg_{suffix}", f"rs_{suffix}", f"fc_{suffix}"
+
+
+def usage_out(usage: llm.Usage | None) -> dict[str, Any] | None:
+    if usage is None:
+        return None
+    return {
+        "input_tokens": usage.input_tokens,
+        "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+        "output_tokens": usage.output_tokens,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": usage.input_tokens + usage.output_tokens,
+    }
+
+
+def text_part(text: str) -> dict[str, Any]:
+    return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+
+
+def message_item(item_id: str, text: str, status: str = "completed") -> dict[str, Any]:
+    return {"id": item_id, "type": "message", "role": "assistant", "status": status,
+            "content": [text_part(text)] if status == "completed" else []}
+
+
+def reasoning_item(item_id: str, text: str, status: str = "completed") -> dict[str, Any]:
+    return {"id": item_id, "type": "reasoning", "status": status,
+            "summary": [{"type": "summary_text", "text": text}] if status == "completed" else []}
+
+
+def function_call_item(item_id: str, call: llm.ToolCall, status: str = "completed"
+                       ) -> dict[str, Any]:
+    return {"id": item_id, "type": "function_call", "status": status, "call_id": call.id,
+            "name": call.name, "arguments": call.arguments}
+
+
+def output_items(*, response_id: str, text: str, reasoning: str,
+                 tool_calls: list[llm.ToolCall]) -> list[dict[str, Any]]:
+    """A finished reply as output items: the agent's steps, its words, then its calls."""
+    msg_id, rs_id, fc_prefix = item_ids(response_id)
+    out: list[dict[str, Any]] = []
+    if reasoning:
+        out.append(reasoning_item(rs_id, reasoning))
+    if text or not tool_calls:
+        out.append(message_item(msg_id, text))
+    out.extend(function_call_item(f"{fc_prefix}_{i}", c) for i, c in enumerate(tool_calls))
+    return out
+
+
+STATUS = {"length": "incomplete", "error": "failed", "client_disconnected": "incomplete",
+          "cancelled": "cancelled"}
+
+
+def error_out(exc: GaiaError) -> dict[str, Any]:
+    # The SDK's ResponseError.code is a closed list: map ours onto it, keep ours in ``type``.
+    code = "rate_limit_exceeded" if exc.kind == "rate_limit" else "server_error"
+    return {"code": code, "message": exc.message, "param": exc.param, "type": exc.code}
+
+
+def render_response(*, response_id: str, model: str, created_at: float, status: str,
+                    output: list[dict[str, Any]], usage: llm.Usage | None,
+                    echo: dict[str, Any], error: GaiaError | None = None) -> dict[str, Any]:
+    """A ``response`` object. ``echo`` holds the request fields the API echoes back."""
+    body: dict[str, Any] = {
+        "id": response_id,
+        "object": "response",
+        "created_at": created_at,
+        "status": status,
+        "model": model,
+        "output": output,
+        "usage": usage_out(usage),
+        "error": error_out(error) if error is not None else None,
+        "incomplete_details": {"reason": "max_output_tokens"} if status == "incomplete"
+        else None,
+        "instructions": None,
+        "metadata": {},
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+        "temperature": None,
+        "top_p": None,
+        "max_output_tokens": None,
+        "previous_response_id": None,
+        "reasoning": None,
+        "store": True,
+        "text": {"format": {"type": "text"}},
+        "truncation": "disabled",
+        "user": None,
+    }
+    if status == "completed":
+        body["completed_at"] = int(time.time())
+    body.update(echo)
+    return body
+
+
+def echo_fields(req: ResponseRequestIn) -> dict[str, Any]:
+    """The request's own settings, as the API reports them on the response."""
+    tools = [
+        {"type": "function", "name": t.name, "description": t.description or None,
+         "parameters": t.parameters, "strict": False}
+        for t in _tools(req.tools)
+    ]
+    choice: Any = req.tool_choice if isinstance(req.tool_choice, str) else "auto"
+    if isinstance(req.tool_choice, dict) and req.tool_choice.get("type") == "function":
+        name = req.tool_choice.get("name") or (req.tool_choice.get("function") or {}).get("name")
+        choice = {"type": "function", "name": name}
+    return {
+        "instructions": req.instructions,
+        "metadata": req.metadata or {},
+        "parallel_tool_calls": req.parallel_tool_calls is not False,
+        "tool_choice": choice,
+        "tools": tools,
+        "temperature": req.temperature,
+        "top_p": req.top_p,
+        "max_output_tokens": req.max_output_tokens,
+        "previous_response_id": req.previous_response_id,
+        "reasoning": {"effort": req.reasoning.effort, "summary": req.reasoning.summary}
+        if req.reasoning else None,
+        "store": req.store is not False,
+        "user": req.user,
+    }
+
+
+class ResponseEventStream:
+    """Renders canonical events as Responses API named SSE events.
+
+    One output item is open at a time: a reasoning item (its summary text streams as
+    ``response.reasoning_summary_text.delta``), a message (``response.output_text.delta``) or a
+    function call (``response.function_call_arguments.delta``). Switching channel closes the
+    open item with its ``.done`` events. Every event carries the next ``sequence_number``.
+    """
+
+    def __init__(self, *, response_id: str, model: str, echo: dict[str, Any]) -> None:
+        self.id = response_id
+        self.model = model
+        self.echo = echo
+        self.created_at = int(time.time())
+        self.seq = 0
+        self.output: list[dict[str, Any]] = []  # finished items
+        self._msg_id, self._rs_id, self._fc_prefix = item_ids(response_id)
+        self._open: str | None = None  # "reasoning" | "message" | "call"
+        self._text: list[str] = []
+        self._call: llm.ToolCall | None = None
+        self._call_index: int | None = None
+        self._cur_id = ""
+        self._items: dict[str, int] = {}  # items opened so far per id base, for unique ids
+
+    def _emit(self, kind: str, payload: dict[str, Any]) -> bytes:
+        payload = {"type": kind, "sequence_number": self.seq, **payload}
+        self.seq += 1
+        return sse_event(kind, payload)
+
+    def _response(self, status: str, usage: llm.Usage | None = None,
+                  error: GaiaError | None = None) -> dict[str, Any]:
+        return render_response(response_id=self.id, model=self.model, created_at=self.created_at,
+                               status=status, output=list(self.output), usage=usage,
+                               echo=self.echo, error=error)
+
+    def start(self) -> bytes:
+        response = self._response("in_progress")
+        return (self._emit("response.created", {"response": response})
+                + self._emit("response.in_progress", {"response": response}))
+
+    def _item_id(self, base: str) -> str:
+        n = self._items[base] = self._items.get(base, 0) + 1
+        return base if n == 1 else f"{base}_{n}"
+
+    def _open_item(self, kind: str) -> bytes:
+        out = self._close()
+        self._open = kind
+        self._text = []
+        index = len(self.output)
+        if kind == "reasoning":
+            self._cur_id = self._item_id(self._rs_id)
+            return out + self._emit("response.output_item.added", {
+                "output_index": index, "item": reasoning_item(self._cur_id, "", "in_progress"),
+            }) + self._emit("response.reasoning_summary_part.added", {
+                "item_id": self._cur_id, "output_index": index, "summary_index": 0,
+                "part": {"type": "summary_text", "text": ""},
+            })
+        self._cur_id = self._item_id(self._msg_id)
+        return out + self._emit("response.output_item.added", {
+            "output_index": index, "item": message_item(self._cur_id, "", "in_progress"),
+        }) + self._emit("response.content_part.added", {
+            "item_id": self._cur_id, "output_index": index, "content_index": 0,
+            "part": text_part(""),
+        })
+
+    def _close(self) -> bytes:
+        kind, self._open = self._open, None
+        index = len(self.output)
+        if kind is None:
+            return b""
+        if kind == "call":
+            assert self._call is not None
+            call, self._call = self._call, None
+            item = function_call_item(self._cur_id, call)
+            self.output.append(item)
+            return self._emit("response.function_call_arguments.done", {
+                "item_id": self._cur_id, "output_index": index, "name": call.name,
+                "arguments": call.arguments,
+            }) + self._emit("response.output_item.done", {"output_index": index, "item": item})
+        text = "".join(self._text)
+        if kind == "reasoning":
+            item = reasoning_item(self._cur_id, text)
+            self.output.append(item)
+            return self._emit("response.reasoning_summary_text.done", {
+                "item_id": self._cur_id, "output_index": index, "summary_index": 0, "text": text,
+            }) + self._emit("response.reasoning_summary_part.done", {
+                "item_id": self._cur_id, "output_index": index, "summary_index": 0,
+                "part": {"type": "summary_text", "text": text},
+            }) + self._emit("response.output_item.done", {"output_index": index, "item": item})
+        item = message_item(self._cur_id, text)
+        self.output.append(item)
+        return self._emit("response.output_text.done", {
+            "item_id": self._cur_id, "output_index": index, "content_index": 0, "text": text,
+            "logprobs": [],
+        }) + self._emit("response.content_part.done", {
+            "item_id": self._cur_id, "output_index": index, "content_index": 0,
+            "part": text_part(text),
+        }) + self._emit("response.output_item.done", {"output_index": index, "item": item})
+
+    def event(self, event: llm.Event) -> bytes:
+        index = len(self.output)
+        if isinstance(event, llm.TextDelta):
+            if not event.text:
+                return b""
+            out = self._open_item("message") if self._open != "message" else b""
+            self._text.append(event.text)
+            return out + self._emit("response.output_text.delta", {
+                "item_id": self._cur_id, "output_index": len(self.output), "content_index": 0,
+                "delta": event.text, "logprobs": [],
+            })
+        if isinstance(event, llm.ReasoningDelta):
+            if not event.text:
+                return b""
+            out = self._open_item("reasoning") if self._open != "reasoning" else b""
+            self._text.append(event.text)
+            return out + self._emit("response.reasoning_summary_text.delta", {
+                "item_id": self._cur_id, "output_index": len(self.output), "summary_index": 0,
+                "delta": event.text,
+            })
+        if isinstance(event, llm.ToolCallDelta):
+            out = b""
+            if self._open != "call" or self._call_index != event.index:
+                out = self._close()
+                index = len(self.output)
+                self._open, self._call_index = "call", event.index
+                self._cur_id = f"{self._fc_prefix}_{event.index}"
+                self._call = llm.ToolCall(event.id or f"call_{event.index}",
+                                          event.name or "", "")
+                out += self._emit("response.output_item.added", {
+                    "output_index": index,
+                    "item": function_call_item(self._cur_id, self._call, "in_progress"),
+                })
+            assert self._call is not None
+            call = self._call
+            self._call = llm.ToolCall(event.id or call.id, event.name or call.name,
+                                      call.arguments + event.arguments)
+            if event.arguments:
+                out += self._emit("response.function_call_arguments.delta", {
+                    "item_id": self._cur_id, "output_index": index, "delta": event.arguments,
+                })
+            return out
+        return b""
+
+    def finish(self, usage: llm.Usage, finish_reason: str) -> bytes:
+        out = self._close()
+        status = "incomplete" if finish_reason == "length" else "completed"
+        kind = "response.incomplete" if status == "incomplete" else "response.completed"
+        return out + self._emit(kind, {"response": self._response(status, usage)})
+
+    def failed(self, exc: GaiaError, usage: llm.Usage | None) -> bytes:
+        out = self._close()
+        return out + self._emit("response.failed",
+                                {"response": self._response("failed", usage, exc)})
