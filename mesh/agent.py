@@ -20,6 +20,7 @@ import json
 import os
 import sys
 import time
+import traceback
 from pathlib import Path
 from typing import IO, Any
 
@@ -174,10 +175,19 @@ class MeshAgent:
         inp = ToolInput(self.question, parse_document(self.document), dict(self.upstream))
         start = time.perf_counter()
         try:
-            out = await run_tool(self.tool, inp, self.llm)
-        except LLMError as exc:
-            self.errors.append(f"llm failed, deterministic fallback: {exc}")
-            out = await run_tool(self.tool, inp, None)
+            try:
+                out = await run_tool(self.tool, inp, self.llm)
+            except LLMError as exc:
+                self.errors.append(f"llm failed, deterministic fallback: {exc}")
+                out = await run_tool(self.tool, inp, None)
+        except Exception as exc:
+            # A broken tool is a crashed agent: drop the link so the relay deregisters us and
+            # the others fall back; the traceback goes to stderr.log in the workspace.
+            traceback.print_exc()
+            self.errors.append(f"tool {self.tool} failed: {exc!r}")
+            if self._writer is not None:
+                self._writer.transport.abort()
+            return
         self.busy_ms += (time.perf_counter() - start) * 1000
         self.output = out
         await self._send({

@@ -38,6 +38,8 @@ async def test_full_four_agent_run(tmp_path: Path, monkeypatch: pytest.MonkeyPat
                                 on_event=events.append)
 
     assert evaluations == ["Terry Richardson"]  # evaluated exactly once
+    stray = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    assert stray == []
     assert result.status == "completed"
     metrics = json.loads(result.metrics_path.read_text())
     assert metrics == json.loads(json.dumps(result.metrics))
