@@ -62,9 +62,13 @@ class RejectedFrame(ProtocolError):
     """An integrity check failed (tampered or corrupted frame)."""
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+_DECODER = json.JSONDecoder()
+
+
 def compact_json(packet: Packet) -> bytes:
     """The packet's compact JSON form: the yardstick for envelope overhead."""
-    return json.dumps(packet, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    return _ENCODER.encode(packet).encode("utf-8")
 
 
 class Adapter(Protocol):
@@ -88,7 +92,7 @@ def _require_packet(value: object) -> Packet:
 
 def _load_json(blob: bytes) -> object:
     try:
-        return json.loads(blob)
+        return _DECODER.decode(blob.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
         raise MalformedPacket(f"invalid JSON: {exc}") from None
 
