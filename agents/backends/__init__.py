@@ -7,6 +7,7 @@ A provider edited in the admin gets a fresh backend on the next request (the cac
 from __future__ import annotations
 
 import asyncio
+import importlib
 import os
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
@@ -30,36 +31,33 @@ def provider_credential(provider: Provider) -> str:
     return ""
 
 
-def _factories() -> dict[str, Callable[[Provider], Backend]]:
-    from agents.backends.fake import FakeBackend
+# Imported on first use of each kind: the SDKs behind some kinds take seconds to import, and
+# a server whose agents never use them should not pay for it (or stall its first request).
+BACKEND_CLASSES = {
+    "fake": "agents.backends.fake:FakeBackend",
+    "openai": "agents.backends.openai_compat:OpenAIBackend",
+    "anthropic": "agents.backends.anthropic_backend:AnthropicBackend",
+    "local": "agents.backends.local:LocalBackend",
+}
 
-    factories: dict[str, Callable[[Provider], Backend]] = {"fake": FakeBackend.from_provider}
+
+def _factory(kind: str) -> Callable[[Provider], Backend] | None:
+    target = BACKEND_CLASSES.get(kind)
+    if target is None:
+        return None
+    module_name, _, class_name = target.partition(":")
     try:
-        from agents.backends.openai_compat import OpenAIBackend
-
-        factories["openai"] = OpenAIBackend.from_provider
-    except ImportError:  # pragma: no cover - provider kinds land one by one
-        pass
-    try:
-        from agents.backends.anthropic_backend import AnthropicBackend
-
-        factories["anthropic"] = AnthropicBackend.from_provider
-    except ImportError:  # pragma: no cover
-        pass
-    try:
-        from agents.backends.local import LocalBackend
-
-        factories["local"] = LocalBackend.from_provider
-    except ImportError:  # pragma: no cover
-        pass
-    return factories
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise BackendError(f"Provider kind {kind!r} is not available here ({exc}).") from exc
+    return getattr(module, class_name).from_provider
 
 
 def backend_for(provider: Provider) -> Backend:
     key = (provider.pk, provider.updated_at.isoformat() if provider.updated_at else "")
     backend = _backends.get(key)
     if backend is None:
-        factory = _factories().get(provider.kind)
+        factory = _factory(provider.kind)
         if factory is None:
             raise BackendError(f"Provider kind {provider.kind!r} is not available here.")
         for stale in [k for k in _backends if k[0] == provider.pk]:
