@@ -345,7 +345,9 @@ def _candidates(kind: str, text: str) -> list[str]:
         return [m for m in _NUMBER.findall(text) if not _YEAR.fullmatch(m)] + _NUMBER.findall(
             text)
     spans = [s.strip(" .,'’") for s in _CAP_SPAN.findall(text)]
+    spans = [s for s in spans if len(s) > 1]
     if kind == "name":
+        spans = [s for s in spans if not any(ch.isdigit() for ch in s)]
         spans = [s for s in spans if len(s.split()) >= 2] + spans
     return [s for s in spans if s]
 
@@ -353,15 +355,28 @@ def _candidates(kind: str, text: str) -> list[str]:
 def _answer_span(question: str, evidence: Sequence[dict[str, Any]]) -> str:
     kind = _expected_kind(question)
     q_tokens = set(tokens(question))
+    q_content = set(content_tokens(question))
     # Bridge questions name the first hop; the answer usually sits in the other paragraph.
     hop2 = [s for s in evidence if not _title_in(str(s.get("title", "")), question)]
-    for sentence in [*hop2, *evidence]:
+    best: tuple[float, str] | None = None
+    for rank, sentence in enumerate([*hop2, *evidence][:8]):
         text = str(sentence.get("text", ""))
-        body = text.split(" ", 1)[1] if kind != "year" and " " in text else text
-        for cand in _candidates(kind, body):
-            cand_tokens = set(tokens(cand))
-            if cand_tokens and not cand_tokens <= q_tokens | _STOPWORDS:
-                return cand
+        words = tokens(text)
+        anchors = [i for i, w in enumerate(words) if w in q_content]
+        for cand in _candidates(kind, text):
+            cand_tokens = tokens(cand)
+            if not cand_tokens or set(cand_tokens) <= q_tokens | _STOPWORDS:
+                continue
+            try:
+                where = words.index(cand_tokens[0])
+            except ValueError:
+                where = 0
+            near = max((1 / (1 + abs(where - a)) for a in anchors), default=0.0)
+            score = near - 0.15 * rank
+            if best is None or score > best[0]:
+                best = (score, cand)
+    if best is not None:
+        return best[1]
     for sentence in evidence:
         title = _title_core(str(sentence.get("title", "")))
         if title and not set(tokens(title)) <= q_tokens:

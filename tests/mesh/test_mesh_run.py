@@ -164,10 +164,10 @@ async def test_killed_reason_agent_fails_with_partial_metrics(tmp_path: Path) ->
 
 
 async def test_run_level_timeout(tmp_path: Path) -> None:
-    config = RunConfig(tool_delay_s={"reason": 30.0}, timeout_s=2.0)
+    config = RunConfig(tool_delay_s={"reason": 30.0}, timeout_s=4.0)
     result = await run_question(SUITE[0], out_dir=tmp_path, config=config)
     assert result.status == "failed"
-    assert result.reason == "timeout after 2 s"
+    assert result.reason == "timeout after 4 s"
     assert result.metrics["answer"] is None
     assert result.metrics["pkt_cnt"] >= 7  # hellos and the three upstream outputs arrived
     assert all(a["status"] == "ok" for a in result.metrics["agents"])  # they obeyed shutdown
