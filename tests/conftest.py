@@ -30,7 +30,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_database_url() -> str:
+def live_database_url() -> str:
     from django.db import connection
 
     d = connection.settings_dict
@@ -38,7 +38,8 @@ def test_database_url() -> str:
         return f"sqlite:///{d['NAME']}"
     user = d.get("USER") or "postgres"
     password = f":{d['PASSWORD']}" if d.get("PASSWORD") else ""
-    return f"postgres://{user}{password}@{d.get('HOST') or '127.0.0.1'}:{d.get('PORT') or 5432}/{d['NAME']}"
+    host, port = d.get("HOST") or "127.0.0.1", d.get("PORT") or 5432
+    return f"postgres://{user}{password}@{host}:{port}/{d['NAME']}"
 
 
 @dataclass
@@ -69,7 +70,7 @@ def start_gaia(tmp_dir: Path, env: dict[str, str] | None = None) -> GaiaServer:
     log_path = tmp_dir / f"gaia-{port}.log"
     full_env = {
         **os.environ,
-        "DATABASE_URL": test_database_url(),
+        "DATABASE_URL": live_database_url(),
         "GAIA_DATA_DIR": str(tmp_dir),
         "GAIA_KEEPALIVE_SECONDS": "15",
         "PYTHONUNBUFFERED": "1",

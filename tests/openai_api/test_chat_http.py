@@ -32,12 +32,14 @@ def test_chat_json_reply_shape(gaia_server, echo_agent, api_key):
     assert body["id"].startswith("chatcmpl-")
     assert body["model"] == "echo"
     choice = body["choices"][0]
-    assert choice["message"] == {"role": "assistant", "content": "héllo wörld 你好", "refusal": None}
+    assert choice["message"] == {"role": "assistant", "content": "héllo wörld 你好",
+                                 "refusal": None}
     assert choice["finish_reason"] == "stop"
     assert body["usage"] == {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}
     thread = Thread.objects.get(pk=r.headers["x-gaia-thread-id"])
     assert [m.role for m in thread.messages.all()] == ["user", "assistant"]
-    assert thread.output_tokens == 3 and not thread.usage_estimated
+    assert thread.output_tokens == 3
+    assert not thread.usage_estimated
 
 
 def test_chat_stream_frames(gaia_server, echo_agent, api_key):
@@ -56,8 +58,10 @@ def test_chat_stream_frames(gaia_server, echo_agent, api_key):
     text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
     assert text == "one two three"
     finals = [c for c in chunks if c["choices"] and c["choices"][0]["finish_reason"]]
-    assert len(finals) == 1 and finals[0]["choices"][0]["finish_reason"] == "stop"
-    assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] == 3
+    assert len(finals) == 1
+    assert finals[0]["choices"][0]["finish_reason"] == "stop"
+    assert chunks[-1]["choices"] == []
+    assert chunks[-1]["usage"]["completion_tokens"] == 3
     assert chunks.index(finals[0]) == len(chunks) - 2
 
 
@@ -148,7 +152,8 @@ def test_disabled_agent_is_404(gaia_server, make_agent, api_key):
 
 
 def test_wrong_method_is_405_in_envelope(gaia_server, api_key):
-    r = httpx.get(gaia_server.v1 + "/chat/completions", headers={"Authorization": f"Bearer {api_key}"})
+    r = httpx.get(gaia_server.v1 + "/chat/completions",
+                  headers={"Authorization": f"Bearer {api_key}"})
     assert r.status_code == 405
     assert r.json()["error"]["code"] == "method_not_allowed"
     assert "POST" in r.headers["allow"]
@@ -201,7 +206,8 @@ def test_provider_failure_before_output_is_http_error(gaia_server, make_agent, a
         if status == 429:
             assert r.headers["retry-after"] == "9"
     thread = Thread.objects.get(pk=Thread.objects.latest("updated_at").pk)
-    assert thread.status == Thread.Status.ERROR and thread.last_error
+    assert thread.status == Thread.Status.ERROR
+    assert thread.last_error
 
 
 def test_provider_timeout_is_504(gaia_server, make_agent, api_key):
@@ -219,12 +225,14 @@ def test_failure_after_first_byte_is_in_band(gaia_server, make_agent, api_key):
     stream = parse_sse(r.text)
     assert stream.data[-1] == "[DONE]"
     error = json.loads(stream.data[-2])["error"]
-    assert error["code"] == "upstream_error" and error["message"]
+    assert error["code"] == "upstream_error"
+    assert error["message"]
     text = "".join(c["choices"][0]["delta"].get("content") or ""
                    for c in stream.json_payloads()[:-1])
     assert text == "a b"
     reply = Message.objects.filter(role="assistant").latest("created_at")
-    assert reply.content == "a b" and reply.finish_reason == "error"
+    assert reply.content == "a b"
+    assert reply.finish_reason == "error"
 
 
 def test_keepalive_comments_while_backend_is_silent(gaia_server, make_agent, api_key):

@@ -1,0 +1,94 @@
+"""The Django admin: agent previews, write-only credentials, keys shown once, read-only threads."""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from agents.models import Agent, ApiKey, Provider, Thread
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def staff(admin_client):
+    return admin_client
+
+
+def test_agent_change_page_previews_models_entry(staff, make_agent):
+    agent = make_agent(slug="preview-me", display_name="Preview Me")
+    page = staff.get(reverse("admin:agents_agent_change", args=[agent.pk]))
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "GET /v1/models entry" in html
+    assert "&quot;id&quot;: &quot;preview-me&quot;" in html
+
+
+def test_agent_list_search_filter_and_disable_action(staff, make_agent):
+    a = make_agent(slug="findable")
+    make_agent(slug="other")
+    page = staff.get(reverse("admin:agents_agent_changelist") + "?q=findable")
+    assert b"findable" in page.content
+    assert b"/other/" not in page.content
+    staff.post(reverse("admin:agents_agent_changelist"),
+               {"action": "disable_agents", "_selected_action": [a.pk]})
+    a.refresh_from_db()
+    assert not a.enabled
+
+
+def test_provider_credentials_are_never_shown_back(staff):
+    provider = Provider.objects.create(name="up", kind="openai", base_url="https://x.example/v1",
+                                       api_key_secret="sk-very-secret-value")
+    page = staff.get(reverse("admin:agents_provider_change", args=[provider.pk]))
+    assert page.status_code == 200
+    assert b"sk-very-secret-value" not in page.content
+    listing = staff.get(reverse("admin:agents_provider_changelist"))
+    assert b"sk-very-secret-value" not in listing.content
+    assert b"stored (hidden)" in listing.content
+    # Saving the form with the secret left blank keeps it.
+    data = {"name": "up", "kind": "openai", "base_url": "https://x.example/v1",
+            "api_key_env": "", "api_key_secret": "", "default_model": "m",
+            "timeout_seconds": "30", "max_concurrency": "4", "options": "{}"}
+    staff.post(reverse("admin:agents_provider_change", args=[provider.pk]), data)
+    provider.refresh_from_db()
+    assert provider.api_key_secret == "sk-very-secret-value"
+    assert provider.default_model == "m"
+
+
+def test_api_key_secret_is_shown_once_on_creation(staff):
+    response = staff.post(reverse("admin:agents_apikey_add"), {
+        "name": "from-admin", "scopes": ["chat"], "requests_per_minute": "0",
+    }, follow=True)
+    html = response.content.decode()
+    key = ApiKey.objects.get(name="from-admin")
+    assert "shown once" in html
+    secret = html.split("<code>")[1].split("</code>")[0]
+    assert secret.startswith(key.prefix)
+    assert key.hashed_secret != secret
+    later = staff.get(reverse("admin:agents_apikey_change", args=[key.pk])).content.decode()
+    assert secret not in later
+
+
+def test_revoke_action(staff):
+    from agents.services import api_key_create
+
+    key, _ = api_key_create(name="doomed")
+    staff.post(reverse("admin:agents_apikey_changelist"),
+               {"action": "revoke_keys", "_selected_action": [key.pk]})
+    key.refresh_from_db()
+    assert key.revoked_at is not None
+
+
+def test_threads_are_read_only_with_messages_inline(staff, make_agent):
+    agent = make_agent()
+    thread = Thread.objects.create(agent=agent, session_key="s", history_digest="d",
+                                   title="A talk")
+    thread.messages.create(seq=0, role="user", content="hello inline")
+    page = staff.get(reverse("admin:agents_thread_change", args=[thread.pk]))
+    assert page.status_code == 200
+    assert b"hello inline" in page.content
+    assert staff.get(reverse("admin:agents_thread_add")).status_code == 403
+    staff.post(reverse("admin:agents_thread_change", args=[thread.pk]), {"title": "changed"})
+    thread.refresh_from_db()
+    assert thread.title == "A talk"
+    assert Agent.objects.count() == 1

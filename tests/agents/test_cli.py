@@ -1,0 +1,76 @@
+"""The `gaia` console script: agents import/export and keys create, as a user runs them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from agents.models import Agent, ApiKey
+from agents.services import api_key_authenticate
+from tests.conftest import ROOT, live_database_url
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+GAIA = [str(Path(sys.executable).parent / "gaia")]
+
+
+def gaia(*args, tmp_path):
+    env = {**os.environ, "DATABASE_URL": live_database_url(), "GAIA_DATA_DIR": str(tmp_path)}
+    return subprocess.run([*GAIA, *args], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_gaia_agents_import_export_and_keys(tmp_path):
+    config = tmp_path / "agents.yaml"
+    config.write_text(yaml.safe_dump({
+        "providers": [{"name": "echo", "kind": "fake", "options": {"reply": "Hello!"}}],
+        "agents": [{"slug": "helper", "display_name": "Helper", "provider": "echo",
+                    "instructions": "Hi.", "max_output_tokens": 512}],
+    }))
+    first = gaia("agents", "import", str(config), tmp_path=tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert "created   agent:helper" in first.stdout
+    second = gaia("agents", "import", str(config), tmp_path=tmp_path)
+    assert "unchanged agent:helper" in second.stdout
+    assert Agent.objects.get(slug="helper").max_output_tokens == 512
+
+    exported = gaia("agents", "export", tmp_path=tmp_path)
+    assert yaml.safe_load(exported.stdout)["agents"][0]["slug"] == "helper"
+
+    made = gaia("keys", "create", "--name", "cli", "--agent", "helper", tmp_path=tmp_path)
+    assert made.returncode == 0, made.stderr
+    secret = made.stdout.strip()
+    key = api_key_authenticate(raw=secret)
+    assert key.name == "cli"
+    assert list(key.agents.values_list("slug", flat=True)) == ["helper"]
+    assert secret not in ApiKey.objects.get(pk=key.pk).hashed_secret
+
+
+def test_gaia_import_reports_errors_without_traceback(tmp_path):
+    config = tmp_path / "bad.yaml"
+    config.write_text("agents:\n  - {slug: x, provider: missing}\n")
+    result = gaia("agents", "import", str(config), tmp_path=tmp_path)
+    assert result.returncode == 1
+    assert "unknown provider" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_gaia_api_start_status_stop(tmp_path):
+    from tests.conftest import free_port
+
+    port = str(free_port())
+    started = gaia("api", "start", "--port", port, "--background", tmp_path=tmp_path)
+    try:
+        assert started.returncode == 0, started.stderr + started.stdout
+        status = gaia("api", "status", "--port", port, tmp_path=tmp_path)
+        assert status.returncode == 0
+        assert "ok" in status.stdout
+    finally:
+        stopped = gaia("api", "stop", "--port", port, tmp_path=tmp_path)
+    assert stopped.returncode == 0
+    assert gaia("api", "status", "--port", port, tmp_path=tmp_path).returncode == 1

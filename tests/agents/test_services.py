@@ -1,0 +1,154 @@
+"""Keys, declarative config and thread reconciliation, at the service layer."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from agents import llm
+from agents.exceptions import AuthenticationFailed, InvalidRequest, NotFound
+from agents.models import Agent, ApiKey, Provider, Thread
+from agents.services import (
+    TurnResult,
+    agents_export,
+    agents_import,
+    api_key_authenticate,
+    api_key_create,
+    api_key_revoke,
+    session_key_fallback,
+    thread_turn_begin,
+    thread_turn_finish,
+)
+
+pytestmark = pytest.mark.django_db
+
+
+def test_api_key_is_stored_hashed_and_shown_once(make_agent):
+    key, secret = api_key_create(name="ci")
+    stored = ApiKey.objects.get(pk=key.pk)
+    assert secret.startswith(stored.prefix + "_")
+    assert secret not in str(stored.__dict__)
+    assert len(stored.hashed_secret) == 64
+    assert api_key_authenticate(raw=secret).pk == key.pk
+
+
+def test_api_key_rejects_wrong_secret_same_prefix():
+    key, secret = api_key_create(name="ci")
+    with pytest.raises(AuthenticationFailed):
+        api_key_authenticate(raw=secret[:-1] + ("A" if secret[-1] != "A" else "B"))
+    api_key_revoke(key=key)
+    with pytest.raises(AuthenticationFailed, match="revoked"):
+        api_key_authenticate(raw=secret)
+
+
+CONFIG = """
+providers:
+  - {name: echo, kind: fake, options: {reply: "Hello!", delay_ms: 0}}
+  - {name: up, kind: openai, base_url: "https://llm.example/v1", api_key: "sk-secret-123"}
+agents:
+  - {slug: helper, display_name: Helper, description: "Helps.", provider: echo,
+     instructions: "Be kind.", max_output_tokens: 512}
+"""
+
+
+def test_agents_import_is_idempotent_and_export_hides_secrets():
+    data = yaml.safe_load(CONFIG)
+    first = agents_import(data=data)
+    assert sorted(first.created) == ["agent:helper", "provider:echo", "provider:up"]
+    second = agents_import(data=data)
+    assert second.created == []
+    assert second.updated == []
+    assert len(second.unchanged) == 3
+    data["agents"][0]["max_output_tokens"] = 256
+    third = agents_import(data=data)
+    assert third.updated == ["agent:helper"]
+    assert Agent.objects.get(slug="helper").max_output_tokens == 256
+    assert Provider.objects.get(name="up").api_key_secret == "sk-secret-123"
+    exported = agents_export()
+    assert "sk-secret-123" not in yaml.safe_dump(exported)
+    assert {a["slug"] for a in exported["agents"]} == {"helper"}
+    # Export round-trips through import unchanged.
+    again = agents_import(data=exported)
+    assert again.created == []
+    assert again.updated == []
+
+
+@pytest.mark.parametrize(("doc", "message"), [
+    ({"agents": [{"slug": "x", "provider": "nope"}]}, "unknown provider"),
+    ({"agents": [{"slug": "x"}]}, "needs a provider"),
+    ({"providers": [{"name": "p", "kind": "fake", "colour": "red"}]}, "unknown fields"),
+    ({"providers": [{"name": "p", "kind": "warp-drive"}]}, "kind"),
+    ([1, 2], "mapping"),
+])
+def test_agents_import_rejects_bad_documents_and_writes_nothing(doc, message):
+    with pytest.raises(InvalidRequest, match=message):
+        agents_import(data=doc)
+    assert not Provider.objects.exists()
+
+
+def msgs(*pairs):
+    return [llm.Message(role, (llm.TextPart(text),)) for role, text in pairs]
+
+
+def begin(agent, key, incoming, session="s", thread_id=None, exclusive=True):
+    return thread_turn_begin(agent=agent, api_key=key, session_key=session, thread_id=thread_id,
+                             user=None, incoming=incoming, workspace_root=None, dialect="chat",
+                             lease_seconds=60, exclusive=exclusive)
+
+
+def finish(start, text):
+    thread_turn_finish(thread_id=start.thread_id, lock_token=start.lock_token,
+                       result=TurnResult(text=text), dialect="chat")
+
+
+def test_thread_lease_blocks_a_second_turn_until_released(make_agent):
+    agent = make_agent()
+    key, _ = api_key_create(name="k")
+    first = begin(agent, key, msgs(("user", "a")))
+    assert first is not None
+    assert begin(agent, key, msgs(("user", "a"), ("assistant", "a"), ("user", "b"))) is None
+    finish(first, "a")
+    second = begin(agent, key, msgs(("user", "a"), ("assistant", "a"), ("user", "b")))
+    assert second is not None
+    assert second.thread_id == first.thread_id
+    assert [m.text for m in second.history] == ["a", "a", "b"]
+
+
+def test_derived_session_busy_gets_its_own_thread(make_agent):
+    agent = make_agent()
+    first = begin(agent, None, msgs(("user", "hi")), exclusive=False)
+    other = begin(agent, None, msgs(("user", "hi")), exclusive=False)
+    assert other is not None
+    assert other.thread_id != first.thread_id
+
+
+def test_explicit_thread_of_another_key_is_not_found(make_agent):
+    agent = make_agent()
+    k1, _ = api_key_create(name="1")
+    k2, _ = api_key_create(name="2")
+    start = begin(agent, k1, msgs(("user", "a")))
+    finish(start, "a")
+    with pytest.raises(NotFound):
+        begin(agent, k2, msgs(("user", "b")), thread_id=str(start.thread_id))
+
+
+def test_failed_empty_reply_is_recorded_but_not_replayed(make_agent):
+    agent = make_agent()
+    start = begin(agent, None, msgs(("user", "a")))
+    thread_turn_finish(thread_id=start.thread_id, lock_token=start.lock_token,
+                       result=TurnResult(finish_reason="error", error="boom"), dialect="chat")
+    thread = Thread.objects.get(pk=start.thread_id)
+    assert thread.status == Thread.Status.ERROR
+    assert thread.messages.count() == 2
+    again = begin(agent, None, msgs(("user", "b")), thread_id=str(start.thread_id))
+    assert [m.role for m in again.history] == ["user", "user"]
+
+
+def test_session_fallback_is_deterministic_and_distinguishes_users():
+    m = msgs(("user", "hello"))
+    assert session_key_fallback(model="a", user=None, messages=m) == session_key_fallback(
+        model="a", user=None, messages=m)
+    assert session_key_fallback(model="a", user="u1", messages=m) != session_key_fallback(
+        model="a", user="u2", messages=m)
+    assert session_key_fallback(model="a", user=None, messages=m) != session_key_fallback(
+        model="b", user=None, messages=m)
