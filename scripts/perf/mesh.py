@@ -169,7 +169,7 @@ class RawRelay:
                         data = bytes(buf[offset:end])
                         self.frames += 1
                         for other in self.writers:
-                            if other is not writer:
+                            if other is not writer and not other.is_closing():
                                 other.write(data)
                     offset = end
                 del buf[:offset]
