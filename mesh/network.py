@@ -250,6 +250,7 @@ class MeshNetwork:
         self._conns.add(peer)
         peer.writer_task = asyncio.create_task(self._write_loop(peer))
         self._writers.add(peer.writer_task)
+        peer.writer_task.add_done_callback(self._writers.discard)
         reason: str | None = None
         try:
             while peer.conn.state is State.OPEN and not peer.closed:
