@@ -329,7 +329,8 @@ class TurnStart:
     history: list[llm.Message]  # what the backend gets, system prompt aside
     created: bool
     forked: bool
-    base_digest: str
+    base_digest: str  # the thread's digest once the new messages are stored
+    next_seq: int  # the reply's position in the thread
 
 
 def thread_turn_begin(
@@ -359,9 +360,11 @@ def thread_turn_begin(
     """
     chain = digest_chain(incoming)
     now = timezone.now()
+    token = uuid.uuid4().hex
+    lease = {"lock_token": token, "lock_expires_at": now + timedelta(seconds=lease_seconds)}
     with transaction.atomic():
         thread: Thread | None = None
-        created = forked = stateful = False
+        forked = stateful = False
         matched = 0
         if thread_id:
             try:
@@ -389,59 +392,58 @@ def thread_turn_begin(
             else:
                 thread = (
                     Thread.objects.filter(api_key=api_key, session_key=session_key, agent=agent)
-                    .order_by("-updated_at")
-                    .first()
+                    .only("pk", "session_key").order_by("-updated_at").first()
                 )
                 forked = thread is not None
-        def new_thread(parent: Thread | None) -> Thread:
-            title = next((m.text for m in incoming if m.role == "user"), "")[:200]
-            return Thread.objects.create(
+
+        def create(parent: Thread | None) -> TurnStart:
+            # A new thread is born holding its lease and its messages: two writes in all.
+            new = Thread.objects.create(
                 agent=agent,
                 session_key=parent.session_key if (thread_id and parent) else session_key,
-                api_key=api_key, user=user or "", title=title, forked_from=parent,
-                history_digest=EMPTY_DIGEST, workspace_root=workspace_root or "",
+                api_key=api_key, user=user or "", forked_from=parent,
+                title=next((m.text for m in incoming if m.role == "user"), "")[:200],
+                history_digest=chain[-1], workspace_root=workspace_root or "",
+                message_count=len(incoming), **lease,
             )
+            Message.objects.bulk_create(
+                [_message_row(new, i, m, dialect) for i, m in enumerate(incoming)]
+            )
+            return TurnStart(new.pk, token, incoming, True, parent is not None, chain[-1],
+                             len(incoming))
 
-        if forked or thread is None:
-            thread = new_thread(thread)
-            created, matched = True, 0
-        token = uuid.uuid4().hex
-        lease = {"lock_token": token, "lock_expires_at": now + timedelta(seconds=lease_seconds)}
-        got = Thread.objects.filter(pk=thread.pk).filter(_lease_free(now)).update(**lease)
+        if thread is None or forked:
+            return create(thread)
+        got = Thread.objects.filter(
+            _lease_free(now), pk=thread.pk, history_digest=thread.history_digest
+        ).update(**lease)
         if not got:
-            if exclusive:
-                return None
+            if exclusive or stateful:
+                return None  # busy, or it moved on meanwhile: wait and resolve again
             # A derived session (no client session id) that is busy is a different person
             # who happened to start the same way: give them their own thread, don't queue.
-            thread = new_thread(None)
-            created, matched, stateful = True, 0, False
-            Thread.objects.filter(pk=thread.pk).update(**lease)
-        thread.refresh_from_db()
+            return create(None)
         if stateful:
             stored = [
                 message_from_row(r) for r in thread.messages.order_by("seq")
                 if not (r.role == "assistant" and r.finish_reason in FAILED_FINISHES
                         and not r.content and not r.tool_calls)
             ]
-            new = incoming
+            new_messages = incoming
             history = stored + incoming
-            new_chain = digest_chain(new, start=thread.history_digest)
+            new_chain = digest_chain(incoming, start=thread.history_digest)
         else:
             # Client-held history: it is authoritative for what the backend sees.
-            if not created and thread.history_digest != chain[matched]:
-                # The thread moved while we waited for its lease; resolve again.
-                Thread.objects.filter(pk=thread.pk, lock_token=token).update(
-                    lock_token="", lock_expires_at=None)
-                return None
-            new = incoming[matched:]
+            new_messages = incoming[matched:]
             history = incoming
             new_chain = chain[matched:]
-        rows = [
-            _message_row(thread, thread.message_count + i, m, dialect) for i, m in enumerate(new)
-        ]
-        Message.objects.bulk_create(rows)
+        Message.objects.bulk_create([
+            _message_row(thread, thread.message_count + i, m, dialect)
+            for i, m in enumerate(new_messages)
+        ])
+        count = thread.message_count + len(new_messages)
         update: dict[str, Any] = {
-            "message_count": thread.message_count + len(rows),
+            "message_count": count,
             "history_digest": new_chain[-1],
             "status": Thread.Status.ACTIVE,
             "updated_at": now,
@@ -449,7 +451,7 @@ def thread_turn_begin(
         if workspace_root and workspace_root != thread.workspace_root:
             update["workspace_root"] = workspace_root
         Thread.objects.filter(pk=thread.pk).update(**update)
-    return TurnStart(thread.pk, token, history, created, forked, new_chain[-1])
+    return TurnStart(thread.pk, token, history, False, False, new_chain[-1], count)
 
 
 def _lease_free(now: Any) -> Any:
@@ -474,28 +476,46 @@ class TurnResult:
 
 
 def thread_turn_finish(
-    *, thread_id: uuid.UUID, lock_token: str, result: TurnResult, dialect: str
+    *, start: TurnStart, result: TurnResult, dialect: str
 ) -> None:
-    """Store the assistant's reply (partial ones too), update the thread, release the lease."""
+    """Store the assistant's reply (partial and failed ones too), update the thread and
+    release the lease. Two writes while the lease is held; a lease that expired meanwhile
+    still gets its reply stored, after the thread's current last message."""
     now = timezone.now()
+    reply = llm.Message(
+        role="assistant",
+        parts=(llm.TextPart(result.text),) if result.text else (),
+        tool_calls=tuple(result.tool_calls),
+    )
+    update: dict[str, Any] = {
+        "input_tokens": F("input_tokens") + result.input_tokens,
+        "output_tokens": F("output_tokens") + result.output_tokens,
+        "updated_at": now,
+        "status": Thread.Status.ERROR if result.error else Thread.Status.ACTIVE,
+        "last_error": result.error,
+        "lock_token": "",
+        "lock_expires_at": None,
+    }
+    if result.usage_estimated:
+        update["usage_estimated"] = True
+    replayable = not result.error or result.text or result.tool_calls
     with transaction.atomic():
-        thread = Thread.objects.select_for_update().get(pk=thread_id)
-        reply = llm.Message(
-            role="assistant",
-            parts=(llm.TextPart(result.text),) if result.text else (),
-            tool_calls=tuple(result.tool_calls),
-        )
-        update: dict[str, Any] = {
-            "input_tokens": F("input_tokens") + result.input_tokens,
-            "output_tokens": F("output_tokens") + result.output_tokens,
-            "updated_at": now,
-            "status": Thread.Status.ERROR if result.error else Thread.Status.ACTIVE,
-            "last_error": result.error,
-        }
-        if result.usage_estimated:
-            update["usage_estimated"] = True
-        # Every turn leaves its outcome, an empty or failed reply included.
-        row = _message_row(thread, thread.message_count, reply, dialect)
+        seq = start.next_seq
+        update["message_count"] = seq + 1
+        if replayable:
+            update["history_digest"] = digest_chain([reply], start=start.base_digest)[-1]
+        held = Thread.objects.filter(pk=start.thread_id, lock_token=start.lock_token)
+        if not held.update(**update):
+            # The lease expired and another turn moved the thread on: append after it.
+            thread = Thread.objects.select_for_update().get(pk=start.thread_id)
+            seq = thread.message_count
+            update["message_count"] = seq + 1
+            if replayable:
+                update["history_digest"] = digest_chain([reply], start=thread.history_digest)[-1]
+            for lease_field in ("lock_token", "lock_expires_at"):
+                update.pop(lease_field)
+            Thread.objects.filter(pk=start.thread_id).update(**update)
+        row = _message_row(Thread(pk=start.thread_id), seq, reply, dialect)
         row.reasoning = result.reasoning
         row.finish_reason = result.finish_reason
         row.input_tokens = result.input_tokens
@@ -504,11 +524,4 @@ def thread_turn_finish(
         row.latency_ms = result.latency_ms
         row.ttft_ms = result.ttft_ms
         row.response_id = result.response_id
-        row.save()
-        update["message_count"] = thread.message_count + 1
-        if not result.error or result.text or result.tool_calls:
-            update["history_digest"] = digest_chain([reply], start=thread.history_digest)[-1]
-        if thread.lock_token == lock_token:
-            update["lock_token"] = ""
-            update["lock_expires_at"] = None
-        Thread.objects.filter(pk=thread.pk).update(**update)
+        row.save(force_insert=True)

@@ -314,8 +314,7 @@ class Turn:
             r.error = f"Internal error: {type(error).__name__}"
         # Its own thread, not the request's: this may run after the request is gone.
         await sync_to_async(_finish_and_close, thread_sensitive=False)(
-            thread_id=self._start.thread_id, lock_token=self._start.lock_token, result=r,
-            dialect=self.spec.dialect,
+            start=self._start, result=r, dialect=self.spec.dialect,
         )
 
 

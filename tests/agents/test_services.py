@@ -97,8 +97,7 @@ def begin(agent, key, incoming, session="s", thread_id=None, exclusive=True):
 
 
 def finish(start, text):
-    thread_turn_finish(thread_id=start.thread_id, lock_token=start.lock_token,
-                       result=TurnResult(text=text), dialect="chat")
+    thread_turn_finish(start=start, result=TurnResult(text=text), dialect="chat")
 
 
 def test_thread_lease_blocks_a_second_turn_until_released(make_agent):
@@ -135,8 +134,8 @@ def test_explicit_thread_of_another_key_is_not_found(make_agent):
 def test_failed_empty_reply_is_recorded_but_not_replayed(make_agent):
     agent = make_agent()
     start = begin(agent, None, msgs(("user", "a")))
-    thread_turn_finish(thread_id=start.thread_id, lock_token=start.lock_token,
-                       result=TurnResult(finish_reason="error", error="boom"), dialect="chat")
+    thread_turn_finish(start=start, dialect="chat",
+                       result=TurnResult(finish_reason="error", error="boom"))
     thread = Thread.objects.get(pk=start.thread_id)
     assert thread.status == Thread.Status.ERROR
     assert thread.messages.count() == 2
