@@ -285,12 +285,24 @@ def _stored_response(*, response_id: str, api_key: Any) -> Message | None:
     )
 
 
-def _previous_thread_id(*, response_id: str, api_key: Any) -> str:
+def _previous_response(*, response_id: str, api_key: Any
+                       ) -> tuple[str, str, list[llm.Message] | None]:
+    """``(thread id, session key, history)`` to continue from the stored reply ``response_id``.
+
+    ``history`` is ``None`` when that reply is its thread's latest message (the thread simply
+    continues); otherwise it holds the thread up to that reply, which the caller resends as
+    client-held history so the conversation branches there (a fork), as the Responses API
+    branches from an older response.
+    """
     row = _stored_response(response_id=response_id, api_key=api_key)
     if row is None:
         raise NotFound(f"Previous response with id '{response_id}' not found.",
                        param="previous_response_id", code="previous_response_not_found")
-    return str(row.thread_id)
+    thread = row.thread
+    if row.seq == thread.message_count - 1:
+        return str(thread.pk), thread.session_key, None
+    rows = thread.messages.filter(seq__lte=row.seq).order_by("seq")
+    return str(thread.pk), thread.session_key, [services.message_from_row(r) for r in rows]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -306,8 +318,11 @@ class ResponseCreateApi(V1View):
         thread_id, session_key = session_from_headers(request.headers)
         if req.previous_response_id:
             # Gaia is stateful: the stored thread continues, the input holds only new items.
-            thread_id = await sync_to_async(_previous_thread_id)(
+            thread_id, session, history = await sync_to_async(_previous_response)(
                 response_id=req.previous_response_id, api_key=key)
+            if history is not None:  # an older reply: branch off there
+                canonical.messages = history + canonical.messages
+                thread_id, session_key = None, session
         response_id = f"resp_{uuid.uuid4().hex}"
         turn = Turn(TurnSpec(
             agent=agent, api_key=key, request=canonical, dialect="responses",

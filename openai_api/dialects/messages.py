@@ -227,7 +227,7 @@ def parse_request(data: dict[str, Any], *, require_max_tokens: bool = True
         temperature=req.temperature,
         top_p=req.top_p,
         stop=list(req.stop_sequences or []),
-        user=user if isinstance(user, str) and user else None,
+        user=user[:300] if isinstance(user, str) and user else None,  # Thread.user's length
         extra={"top_k": req.top_k} if req.top_k is not None else {},
     )
     return req, canonical

@@ -212,7 +212,7 @@ def parse_request(data: dict[str, Any]) -> tuple[ResponseRequestIn, llm.LLMReque
         max_output_tokens=req.max_output_tokens,
         temperature=req.temperature,
         top_p=req.top_p,
-        user=req.user or req.safety_identifier,
+        user=(req.user or req.safety_identifier or "")[:300] or None,  # Thread.user's length
         extra=extra,
     )
     return req, canonical

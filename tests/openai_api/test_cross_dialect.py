@@ -204,3 +204,20 @@ def test_reasoning_is_not_stored_as_the_assistants_words(gaia_server, reasoner, 
     reply = Thread.objects.get(pk=r.headers["x-gaia-thread-id"]).messages.get(role="assistant")
     assert reply.content == "The answer."
     assert reply.reasoning == "Ran the search tool."
+
+
+def test_previous_response_id_of_an_older_reply_branches(gaia_server, echo_agent, api_key):
+    first = post(gaia_server, api_key, "/responses", {"model": "echo", "input": "one"})
+    r2 = post(gaia_server, api_key, "/responses", {"model": "echo", "input": "two",
+                                     "previous_response_id": first.json()["id"]})
+    # Again from the first reply (a retry, or a branch): not appended after "two".
+    r3 = post(gaia_server, api_key, "/responses", {"model": "echo", "input": "deux",
+                                     "previous_response_id": first.json()["id"]})
+    assert r3.status_code == 200, r3.text
+    main = Thread.objects.get(pk=first.headers["x-gaia-thread-id"])
+    assert r2.headers["x-gaia-thread-id"] == str(main.pk)
+    branch = Thread.objects.get(pk=r3.headers["x-gaia-thread-id"])
+    assert branch.pk != main.pk
+    assert branch.forked_from_id == main.pk
+    assert [m.content for m in main.messages.order_by("seq")] == ["one", "one", "two", "two"]
+    assert [m.content for m in branch.messages.order_by("seq")] == ["one", "one", "deux", "deux"]
