@@ -136,15 +136,21 @@ class MeshAgent:
         kind = packet.get("type")
         if kind == "shutdown":
             return 0
-        if kind == "doc_init":
-            self.question = str(packet.get("question", ""))
-            self.document = "".join(str(c) for c in packet.get("chunks", []))
-            self.roster = {int(k): str(v) for k, v in dict(packet.get("roster", {})).items()}
-        elif kind == "data_event":
-            tag = str(packet.get("tag", ""))
-            self.upstream.setdefault(tag, packet.get("payload"))
-        elif kind == "peer_down":
-            self.down.add(int(packet.get("node", -1)))
+        try:
+            if kind == "doc_init":
+                self.question = str(packet.get("question", ""))
+                self.document = "".join(str(c) for c in packet.get("chunks", []))
+                roster = dict(packet.get("roster", {}))
+                self.roster = {int(k): str(v) for k, v in roster.items()}
+            elif kind == "data_event":
+                tag = str(packet.get("tag", ""))
+                self.upstream.setdefault(tag, packet.get("payload"))
+            elif kind == "peer_down":
+                self.down.add(int(packet.get("node", -1)))
+        except (TypeError, ValueError) as exc:
+            self.conn.fail(f"malformed {kind} packet: {exc}")
+            self.errors.append(f"malformed {kind} packet: {exc}")
+            return 1
         self._maybe_start()
         return None
 
@@ -190,7 +196,7 @@ class MeshAgent:
             return
         self.busy_ms += (time.perf_counter() - start) * 1000
         self.output = out
-        await self._send({
+        packet = {
             "type": "data_event",
             "src": self.node_id,
             "tool": self.tool,
@@ -198,7 +204,9 @@ class MeshAgent:
             "payload": out.payload,
             "token_used": out.tokens,
             "busy_ms": round(self.busy_ms, 3),
-        })
+        }
+        with contextlib.suppress(ConnectionError, OSError):  # the relay is gone: we exit anyway
+            await self._send(packet)
 
     # -- I/O helpers ----------------------------------------------------------------------
 

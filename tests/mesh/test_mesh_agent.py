@@ -72,3 +72,23 @@ async def test_tool_crash_is_a_disconnect_and_others_fall_back(
     log = [json.loads(line) for line in (tmp_path / "1" / "agent.log").read_text().splitlines()]
     assert [entry["packet"]["type"] for entry in log] == [
         "hello", "doc_init", "peer_down", "data_event", "shutdown"]
+
+
+async def test_agent_exits_on_a_malformed_packet(tmp_path: Path) -> None:
+    net = MeshNetwork(get_adapter("json"))
+    await net.start()
+    reason = agent("reason", tmp_path)
+    task = asyncio.create_task(reason.run("127.0.0.1", net.port))
+    for _ in range(500):
+        if net.peers:
+            break
+        await asyncio.sleep(0.01)
+    net.send_to_all({"type": "doc_init", "src": "mesh", "chunks": [], "roster": {"x": "y"}})
+    assert await asyncio.wait_for(task, 10) == 1
+    assert reason.errors[0].startswith("malformed doc_init packet")
+    for _ in range(500):  # the relay sees the agent go
+        if 0 in net.down:
+            break
+        await asyncio.sleep(0.01)
+    assert net.down == {0: "disconnected"}
+    await net.close()
