@@ -31,7 +31,7 @@ def anthropic_upstream() -> Iterator[FakeAnthropicUpstream]:
 
 
 @pytest.fixture
-def make_provider(db: Any) -> Callable[..., Provider]:
+def new_provider(db: Any) -> Callable[..., Provider]:
     """A Provider: a saved row from sync code (fixtures), or from async test bodies (no DB
     access there) an unsaved instance with its own pk and ``updated_at``, which is all the
     backend cache keys on."""

@@ -30,8 +30,8 @@ SECRET = "sk-ant-test-upstream-secret-1234"
 
 
 @pytest.fixture
-def provider(make_provider, anthropic_upstream):
-    return make_provider(
+def provider(new_provider, anthropic_upstream):
+    return new_provider(
         "anthropic", base_url=anthropic_upstream.base_url, api_key_secret=SECRET,
         default_model="claude-fake", options={"extra_headers": {"anthropic-beta": "x-test"}},
     )
@@ -154,10 +154,10 @@ async def test_history_tool_results_and_images(provider, anthropic_upstream):
 # -- upstream failures -------------------------------------------------------------------
 
 
-async def test_rejected_key_is_a_502_naming_credentials_not_the_key(make_provider,
+async def test_rejected_key_is_a_502_naming_credentials_not_the_key(new_provider,
                                                                     anthropic_upstream):
     wrong = "sk-ant-wrong-key-must-not-leak"
-    provider = make_provider("anthropic", base_url=anthropic_upstream.base_url,
+    provider = new_provider("anthropic", base_url=anthropic_upstream.base_url,
                              api_key_secret=wrong, default_model="m")
     with pytest.raises(BackendError) as caught:
         await collect(backend_stream(provider, ask()))
@@ -185,11 +185,11 @@ async def test_server_errors_are_502(provider, anthropic_upstream, status):
     assert caught.value.status == 502
 
 
-async def test_unreachable_is_502(make_provider):
+async def test_unreachable_is_502(new_provider):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    provider = make_provider("anthropic", base_url=f"http://127.0.0.1:{port}",
+    provider = new_provider("anthropic", base_url=f"http://127.0.0.1:{port}",
                              api_key_secret=SECRET, default_model="m")
     with pytest.raises(BackendError) as caught:
         await collect(backend_stream(provider, ask()))
@@ -197,9 +197,9 @@ async def test_unreachable_is_502(make_provider):
     assert caught.value.status == 502
 
 
-async def test_hang_is_a_504_and_the_upstream_sees_the_close(make_provider,
+async def test_hang_is_a_504_and_the_upstream_sees_the_close(new_provider,
                                                              anthropic_upstream):
-    provider = make_provider("anthropic", base_url=anthropic_upstream.base_url,
+    provider = new_provider("anthropic", base_url=anthropic_upstream.base_url,
                              api_key_secret=SECRET, default_model="m", timeout_seconds=0.5)
     anthropic_upstream.script(Hang(30))
     with pytest.raises(BackendTimeout) as caught:

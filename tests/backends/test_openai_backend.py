@@ -31,8 +31,8 @@ SECRET = "sk-test-upstream-secret-1234"
 
 
 @pytest.fixture
-def provider(make_provider, openai_upstream):
-    return make_provider(
+def provider(new_provider, openai_upstream):
+    return new_provider(
         "openai", base_url=openai_upstream.base_url, api_key_secret=SECRET,
         default_model="gpt-fake", options={"extra_headers": {"X-Team": "gaia"}},
     )
@@ -149,9 +149,9 @@ async def test_history_with_tool_results_and_images(provider, openai_upstream):
     ]
 
 
-async def test_credential_from_environment(make_provider, openai_upstream, monkeypatch):
+async def test_credential_from_environment(new_provider, openai_upstream, monkeypatch):
     monkeypatch.setenv("GAIA_TEST_UPSTREAM_KEY", SECRET)
-    provider = make_provider("openai", base_url=openai_upstream.base_url,
+    provider = new_provider("openai", base_url=openai_upstream.base_url,
                              api_key_env="GAIA_TEST_UPSTREAM_KEY", default_model="m")
     events = await collect(backend_stream(provider, ask()))
     assert events[-1] == Finish("stop")
@@ -162,10 +162,10 @@ async def test_credential_from_environment(make_provider, openai_upstream, monke
 
 
 @pytest.mark.parametrize("status", [401, 403])
-async def test_rejected_credentials_are_a_502_without_the_key(make_provider, openai_upstream,
+async def test_rejected_credentials_are_a_502_without_the_key(new_provider, openai_upstream,
                                                               status):
     wrong = "sk-wrong-key-which-must-not-leak"
-    provider = make_provider("openai", base_url=openai_upstream.base_url,
+    provider = new_provider("openai", base_url=openai_upstream.base_url,
                              api_key_secret=wrong, default_model="m")
     if status == 403:
         openai_upstream.api_key = None
@@ -200,11 +200,11 @@ async def test_server_error_is_a_502(provider, openai_upstream, status):
     assert str(status) in caught.value.message
 
 
-async def test_unreachable_upstream_is_a_502(make_provider):
+async def test_unreachable_upstream_is_a_502(new_provider):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    provider = make_provider("openai", base_url=f"http://127.0.0.1:{port}/v1",
+    provider = new_provider("openai", base_url=f"http://127.0.0.1:{port}/v1",
                              default_model="m")
     with pytest.raises(BackendError) as caught:
         await collect(backend_stream(provider, ask()))
@@ -214,8 +214,8 @@ async def test_unreachable_upstream_is_a_502(make_provider):
 
 
 async def test_timeout_before_first_token_is_a_504_and_closes_upstream(
-        make_provider, openai_upstream):
-    provider = make_provider("openai", base_url=openai_upstream.base_url,
+        new_provider, openai_upstream):
+    provider = new_provider("openai", base_url=openai_upstream.base_url,
                              api_key_secret=SECRET, default_model="m", timeout_seconds=0.5)
     openai_upstream.script(Hang(30))
     with pytest.raises(BackendTimeout) as caught:
@@ -224,9 +224,9 @@ async def test_timeout_before_first_token_is_a_504_and_closes_upstream(
     assert await openai_upstream.await_disconnects(1)
 
 
-async def test_stall_mid_stream_raises_timeout_from_the_iterator(make_provider,
+async def test_stall_mid_stream_raises_timeout_from_the_iterator(new_provider,
                                                                  openai_upstream):
-    provider = make_provider("openai", base_url=openai_upstream.base_url,
+    provider = new_provider("openai", base_url=openai_upstream.base_url,
                              api_key_secret=SECRET, default_model="m", timeout_seconds=0.5)
     openai_upstream.script(Hang(30, after_tokens=2))
     seen = []
