@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from mesh.llm import LLMSpec
+from mesh.network import MeshEvent
 from mesh.protocols import adapter_names
 from mesh.run import RunConfig, RunResult, run_suite
 from mesh.suite import Question, default_suite_path, load_suite
@@ -43,6 +44,8 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     run.add_argument("--llm-spec", type=Path, default=None,
                      help="JSON file: one LLM spec for every tool, or {tool: spec}")
     run.add_argument("--out", type=Path, required=True, help="output directory")
+    run.add_argument("-v", "--verbose", action="store_true",
+                     help="also print each run's events (agents, packets, answer) as they happen")
     run.set_defaults(func=run_command)
 
 
@@ -93,9 +96,14 @@ def run_command(args: argparse.Namespace) -> int:
               f"{m['bytes_rx'] + m['bytes_tx']} B {quality} answer={result.answer!r} "
               f"gold={question.answer!r}", flush=True)
 
+    def show(event: MeshEvent) -> None:
+        data = " ".join(f"{k}={v!r}" for k, v in event.data.items())
+        print(f"  {event.t_ms:9.1f} ms {event.kind} {data}", flush=True)
+
     suite_name = str(args.suite) if args.suite else default_suite_path().name
     summary = asyncio.run(run_suite(questions, out_dir=args.out, config=config,
-                                    suite_name=suite_name, on_result=progress))
+                                    suite_name=suite_name, on_result=progress,
+                                    on_event=show if args.verbose else None))
     print(f"{summary['completed']}/{summary['count']} completed; "
           f"EM {summary['mean_exact_match']:.3f} F1 {summary['mean_f1']:.3f} "
           f"ROUGE-L {summary['mean_rouge_l']:.3f}; elapsed p50 "

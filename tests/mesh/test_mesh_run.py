@@ -178,10 +178,12 @@ def test_cli_runs_a_question_and_writes_a_summary(tmp_path: Path,
     from mesh.__main__ import main
 
     code = main(["run", "--index", "12", "--protocol", "json", "--agents",
-                 "search,extract,reason", "--timeout", "30", "--out", str(tmp_path)])
+                 "search,extract,reason", "--timeout", "30", "--out", str(tmp_path), "-v"])
     assert code == 0
     out = capsys.readouterr().out
     assert "[1/1] q12 completed" in out
+    assert "agent.connected node_id=2 tool='reason'" in out
+    assert "run.answer node_id=2 answer='1999'" in out
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert (summary["count"], summary["completed"], summary["failed"]) == (1, 1, 0)
     assert summary["mean_exact_match"] == 1.0
