@@ -1,0 +1,48 @@
+"""The project's wiring: Channels WebSockets through the live ASGI server and the channel
+layer (Redis in CI), and Celery's configuration in both modes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+import websockets
+
+
+@pytest.mark.django_db(transaction=True)
+def test_websocket_round_trip_through_the_channel_layer(gaia_server):
+    ws_url = gaia_server.url.replace("http://", "ws://") + "/ws/ping/"
+
+    async def talk():
+        async with websockets.connect(ws_url, origin=gaia_server.url) as ws:
+            hello = json.loads(await ws.recv())
+            await ws.send(json.dumps({"n": 1}))
+            pong = json.loads(await asyncio.wait_for(ws.recv(), 10))
+            return hello, pong
+
+    hello, pong = asyncio.run(talk())
+    assert hello == {"event": "connected"}
+    assert pong == {"event": "pong", "echo": {"n": 1}}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_websocket_from_a_foreign_origin_is_refused(gaia_server):
+    ws_url = gaia_server.url.replace("http://", "ws://") + "/ws/ping/"
+
+    async def talk():
+        async with websockets.connect(ws_url, origin="http://evil.example") as ws:
+            await ws.recv()
+
+    with pytest.raises(websockets.exceptions.InvalidStatus):
+        asyncio.run(talk())
+
+
+def test_celery_mode_follows_redis_url(settings):
+    from gaia_site.celery import app
+
+    if settings.REDIS_URL:
+        assert app.conf.broker_url == settings.REDIS_URL
+        assert not app.conf.task_always_eager
+    else:
+        assert app.conf.task_always_eager
