@@ -99,7 +99,7 @@ class MeshAgent:
 
     def _open_log(self) -> IO[str]:
         self.workspace.mkdir(parents=True, exist_ok=True)
-        return open(self.workspace / "agent.log", "a", encoding="utf-8")
+        return open(self.workspace / "agent.log", "w", encoding="utf-8")
 
     async def _read_loop(self, reader: asyncio.StreamReader) -> int:
         while True:

@@ -22,6 +22,7 @@ import datetime as dt
 import json
 import os
 import secrets
+import shutil
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -102,8 +103,11 @@ def _open_stderr(workspace: Path) -> IO[bytes]:
 
 
 def _prepare(out_dir: Path) -> Path:
+    """Create ``out_dir/workspaces``, emptied of a previous run's agents (it is ours alone)."""
     workspaces = out_dir / "workspaces"
-    workspaces.mkdir(parents=True, exist_ok=True)
+    if workspaces.is_dir():
+        shutil.rmtree(workspaces)
+    workspaces.mkdir(parents=True)
     return workspaces
 
 

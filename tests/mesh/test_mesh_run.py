@@ -182,6 +182,12 @@ def test_cli_runs_a_question_and_writes_a_summary(tmp_path: Path,
     assert code == 0
     out = capsys.readouterr().out
     assert "[1/1] q12 completed" in out
+    # A rerun into the same directory replaces the previous run's workspaces.
+    assert main(["run", "--index", "12", "--agents", "search,reason", "--out",
+                 str(tmp_path)]) == 0
+    assert sorted(p.name for p in (tmp_path / "12" / "workspaces").iterdir()) == ["0", "1"]
+    log = (tmp_path / "12" / "workspaces" / "0" / "agent.log").read_text().splitlines()
+    assert sum('"hello"' in line for line in log) == 1
     assert "agent.connected node_id=2 tool='reason'" in out
     assert "run.answer node_id=2 answer='1999'" in out
     summary = json.loads((tmp_path / "summary.json").read_text())
@@ -189,7 +195,7 @@ def test_cli_runs_a_question_and_writes_a_summary(tmp_path: Path,
     assert summary["mean_exact_match"] == 1.0
     assert summary["protocol"] == "json"
     metrics = json.loads((tmp_path / "12" / "metrics.json").read_text())
-    assert metrics["agent_count"] == 3
+    assert metrics["agent_count"] == 2
     assert (tmp_path / "12" / "run_artifacts.tar.gz").exists()
 
 
