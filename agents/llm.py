@@ -16,6 +16,7 @@ A backend is an object with ``async def stream(request) -> AsyncIterator[Event]`
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -79,9 +80,19 @@ class Message:
             self.role,
             self.text,
             [p.as_data_uri_or_url()[:256] for p in self.parts if isinstance(p, ImagePart)],
-            [[c.id, c.name, c.arguments] for c in self.tool_calls],
+            [[c.id, c.name, canonical_json(c.arguments)] for c in self.tool_calls],
             self.tool_call_id,
         ]
+
+
+def canonical_json(text: str) -> str:
+    """JSON text in one spelling (sorted keys, no spaces), so the same tool arguments match
+    whichever dialect or client re-serialised them; non-JSON text is kept as it is."""
+    try:
+        return json.dumps(json.loads(text), sort_keys=True, separators=(",", ":"),
+                          ensure_ascii=False)
+    except (ValueError, TypeError):
+        return text
 
 
 @dataclass(frozen=True, slots=True)

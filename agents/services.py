@@ -401,7 +401,7 @@ def thread_turn_begin(
             new = Thread.objects.create(
                 agent=agent,
                 session_key=parent.session_key if (thread_id and parent) else session_key,
-                api_key=api_key, user=user or "", forked_from=parent,
+                api_key=api_key, user=(user or "")[:300], forked_from=parent,
                 title=next((m.text for m in incoming if m.role == "user"), "")[:200],
                 history_digest=chain[-1], workspace_root=workspace_root or "",
                 message_count=len(incoming), **lease,
