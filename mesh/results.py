@@ -52,7 +52,11 @@ def _mean(values: Sequence[float]) -> float:
 
 
 def summarize(metrics: Sequence[dict[str, Any]], *, suite: str, protocol: str) -> dict[str, Any]:
-    """Aggregate per-question metrics. Quality means count a failed question as 0."""
+    """Aggregate per-question metrics.
+
+    Quality means count a failed question as 0; elapsed statistics cover completed questions;
+    byte means cover all questions.
+    """
     completed = [m for m in metrics if m.get("status") == "completed"]
     elapsed = [float(m.get("elapsed_ms") or 0.0) for m in completed]
 
