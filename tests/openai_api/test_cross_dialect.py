@@ -107,7 +107,6 @@ def test_unknown_previous_response_id_is_404(gaia_server, echo_agent, api_key, m
 @pytest.mark.parametrize("stream", [False, True])
 def test_images_to_text_only_provider_are_400(gaia_server, make_agent, api_key, path, body,
                                               param, stream):
-    pytest.importorskip("agents.backends.openai_compat")
     make_agent(slug="textonly", provider__kind="openai", provider__name="text-only",
                provider__base_url="http://127.0.0.1:9/v1", provider__options={"images": False})
     r = post(gaia_server, api_key, path, {"model": "textonly", "stream": stream, **body})

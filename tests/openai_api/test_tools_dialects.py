@@ -197,8 +197,7 @@ def tool_agent(request, make_agent) -> Iterator[tuple[str, Any]]:
             "reply": "Sunny in Paris.", "tool_call": {"name": "get_weather", "arguments": ARGS}})
         yield "tools", None
         return
-    upstream_mod = pytest.importorskip("tests.fakes.openai_upstream")
-    pytest.importorskip("agents.backends.openai_compat")
+    from tests.fakes import openai_upstream as upstream_mod
     from tests.fakes import Reply, ToolCallSpec
 
     with upstream_mod.FakeOpenAIUpstream(tokens=4) as up:
@@ -318,8 +317,7 @@ def test_tool_choice_none_gets_text(gaia_server, api_key, make_agent, dialect, c
 ])
 def test_tool_choice_reaches_the_upstream(gaia_server, api_key, make_agent, dialect, choice,
                                           upstream_choice):
-    upstream_mod = pytest.importorskip("tests.fakes.openai_upstream")
-    pytest.importorskip("agents.backends.openai_compat")
+    from tests.fakes import openai_upstream as upstream_mod
     with upstream_mod.FakeOpenAIUpstream(tokens=2) as up:
         make_agent(slug="choice-up", provider__kind="openai", provider__base_url=up.base_url,
                    provider__name="choice-upstream")
