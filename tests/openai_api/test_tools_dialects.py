@@ -197,8 +197,8 @@ def tool_agent(request, make_agent) -> Iterator[tuple[str, Any]]:
             "reply": "Sunny in Paris.", "tool_call": {"name": "get_weather", "arguments": ARGS}})
         yield "tools", None
         return
-    from tests.fakes import openai_upstream as upstream_mod
     from tests.fakes import Reply, ToolCallSpec
+    from tests.fakes import openai_upstream as upstream_mod
 
     with upstream_mod.FakeOpenAIUpstream(tokens=4) as up:
         up.script(Reply(tool_calls=[ToolCallSpec("get_weather", json.dumps(ARGS),
