@@ -11,7 +11,9 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import connection
 
-from agents.models import Agent, ApiKey
+from agents import llm, services
+from agents.exceptions import NotFound
+from agents.models import Agent, ApiKey, Message
 
 
 def model_list(*, api_key: ApiKey | None) -> list[Agent]:
@@ -22,6 +24,36 @@ def model_list(*, api_key: ApiKey | None) -> list[Agent]:
         if allowed:
             agents = agents.filter(pk__in=allowed)
     return list(agents)
+
+
+def stored_reply_get(*, response_id: str, api_key: ApiKey | None) -> Message | None:
+    """The stored reply ``response_id`` of a thread this key owns (any dialect's id)."""
+    return (
+        Message.objects.select_related("thread__agent")
+        .filter(response_id=response_id, role=Message.Role.ASSISTANT, thread__api_key=api_key)
+        .order_by("-pk")
+        .first()
+    )
+
+
+def thread_branch_for_response(*, response_id: str, api_key: ApiKey | None
+                       ) -> tuple[str, str, list[llm.Message] | None]:
+    """``(thread id, session key, history)`` to continue from the stored reply ``response_id``.
+
+    ``history`` is ``None`` when that reply is its thread's latest message (the thread simply
+    continues); otherwise it holds the thread up to that reply, which the caller resends as
+    client-held history so the conversation branches there (a fork), as the Responses API
+    branches from an older response.
+    """
+    row = stored_reply_get(response_id=response_id, api_key=api_key)
+    if row is None:
+        raise NotFound(f"Previous response with id '{response_id}' not found.",
+                       param="previous_response_id", code="previous_response_not_found")
+    thread = row.thread
+    if row.seq == thread.message_count - 1:
+        return str(thread.pk), thread.session_key, None
+    rows = thread.messages.filter(seq__lte=row.seq).order_by("seq")
+    return str(thread.pk), thread.session_key, [services.message_from_row(r) for r in rows]
 
 
 def model_entry(agent: Agent) -> dict[str, Any]:

@@ -32,7 +32,6 @@ from agents.exceptions import (
     NotFound,
     PayloadTooLarge,
 )
-from agents.models import Message
 from openai_api.dialects import chat, messages, responses
 from openai_api.dialects.common import SSE_DONE, SSE_KEEPALIVE, parse_json, sse_data
 from openai_api.errors import error_response, openai_error_body
@@ -165,16 +164,7 @@ class ChatCompletionCreateApi(V1View):
     http_method_names = ["post", "options"]
 
     async def post(self, request: HttpRequest) -> HttpResponse:
-        body_error: GaiaError | None = None
-        data: dict[str, Any] = {}
-        try:
-            data = parse_json(request_body(request))
-        except GaiaError as exc:
-            body_error = exc
-        model = data.get("model")
-        key, agent = await self.authorize(request, model if isinstance(model, str) else None)
-        if body_error is not None:
-            raise body_error
+        data, key, agent = await parse_and_authorize(self, request)
         req, canonical = chat.parse_request(data)
         thread_id, session_key = session_from_headers(request.headers)
         response_id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
@@ -244,13 +234,13 @@ class NotFoundApi(V1View):
 
 
 # ---------------------------------------------------------------------------------------------
-# Shared by the Responses and Messages dialects
+# Shared by the model routes of every dialect
 
 
-async def _parse_and_authorize(view: V1View, request: HttpRequest
+async def parse_and_authorize(view: V1View, request: HttpRequest
                                ) -> tuple[dict[str, Any], Any, Any]:
-    """``(body, key, agent)``: authentication answers before a malformed body does (401 first),
-    as on /v1/chat/completions."""
+    """``(body, key, agent)`` for a model route. The order of checks is part of the contract:
+    401 (and 429) before a malformed body's 400, then 404/403 for the model."""
     body_error: GaiaError | None = None
     data: dict[str, Any] = {}
     try:
@@ -275,36 +265,6 @@ async def _open_turn(turn: Turn, *, images_param: str) -> None:
         raise
 
 
-def _stored_response(*, response_id: str, api_key: Any) -> Message | None:
-    """The stored reply ``response_id`` of a thread this key owns (any dialect's id)."""
-    return (
-        Message.objects.select_related("thread__agent")
-        .filter(response_id=response_id, role=Message.Role.ASSISTANT, thread__api_key=api_key)
-        .order_by("-pk")
-        .first()
-    )
-
-
-def _previous_response(*, response_id: str, api_key: Any
-                       ) -> tuple[str, str, list[llm.Message] | None]:
-    """``(thread id, session key, history)`` to continue from the stored reply ``response_id``.
-
-    ``history`` is ``None`` when that reply is its thread's latest message (the thread simply
-    continues); otherwise it holds the thread up to that reply, which the caller resends as
-    client-held history so the conversation branches there (a fork), as the Responses API
-    branches from an older response.
-    """
-    row = _stored_response(response_id=response_id, api_key=api_key)
-    if row is None:
-        raise NotFound(f"Previous response with id '{response_id}' not found.",
-                       param="previous_response_id", code="previous_response_not_found")
-    thread = row.thread
-    if row.seq == thread.message_count - 1:
-        return str(thread.pk), thread.session_key, None
-    rows = thread.messages.filter(seq__lte=row.seq).order_by("seq")
-    return str(thread.pk), thread.session_key, [services.message_from_row(r) for r in rows]
-
-
 # ---------------------------------------------------------------------------------------------
 # /v1/responses (OpenAI Responses API)
 
@@ -313,12 +273,12 @@ class ResponseCreateApi(V1View):
     http_method_names = ["post", "options"]
 
     async def post(self, request: HttpRequest) -> HttpResponse:
-        data, key, agent = await _parse_and_authorize(self, request)
+        data, key, agent = await parse_and_authorize(self, request)
         req, canonical = responses.parse_request(data)
         thread_id, session_key = session_from_headers(request.headers)
         if req.previous_response_id:
             # Gaia is stateful: the stored thread continues, the input holds only new items.
-            thread_id, session, history = await sync_to_async(_previous_response)(
+            thread_id, session, history = await sync_to_async(selectors.thread_branch_for_response)(
                 response_id=req.previous_response_id, api_key=key)
             if history is not None:  # an older reply: branch off there
                 canonical.messages = history + canonical.messages
@@ -382,7 +342,7 @@ class ResponseDetailApi(V1View):
 
     async def get(self, request: HttpRequest, response_id: str) -> HttpResponse:
         key, _ = await self.authorize(request)
-        row = await sync_to_async(_stored_response)(response_id=response_id, api_key=key)
+        row = await sync_to_async(selectors.stored_reply_get)(response_id=response_id, api_key=key)
         if row is None:
             raise NotFound(f"No response found with id '{response_id}'.",
                            param="response_id", code="response_not_found")
@@ -409,7 +369,7 @@ class MessageCreateApi(V1View):
     dialect = "anthropic"
 
     async def post(self, request: HttpRequest) -> HttpResponse:
-        data, key, agent = await _parse_and_authorize(self, request)
+        data, key, agent = await parse_and_authorize(self, request)
         req, canonical = messages.parse_request(data)
         thread_id, session_key = session_from_headers(request.headers)
         message_id = f"msg_{uuid.uuid4().hex[:24]}"
@@ -467,12 +427,12 @@ class MessageCountTokensApi(V1View):
     dialect = "anthropic"
 
     async def post(self, request: HttpRequest) -> HttpResponse:
-        data, key, agent = await _parse_and_authorize(self, request)
+        data, key, agent = await parse_and_authorize(self, request)
         _, canonical = messages.parse_request(data, require_max_tokens=False)
         # What the backend would get: the agent's instructions join the client's system text.
         turn = Turn(TurnSpec(agent=agent, api_key=key, request=canonical, dialect="messages",
                              response_id=""))
-        built = turn._build_request(canonical.messages,
+        built = turn.build_request(canonical.messages,
                                     extract_workspace_root(canonical.messages))
         count, _ = backend_for(agent.provider).count_tokens(built)
         return json_response({"input_tokens": count})

@@ -148,7 +148,7 @@ class Turn:
             delay = min(delay * 2, 0.25)
         self._start = start
         self.thread_id = start.thread_id
-        self.request = self._build_request(start.history, workspace)
+        self.request = self.build_request(start.history, workspace)
         limit = spec.agent.max_input_tokens
         if limit:
             used, _ = backend.count_tokens(self.request)
@@ -162,7 +162,7 @@ class Turn:
         if settings.GAIA_SHOW_PROMPTS:
             prompt_log.debug("prompt to %s: %r", spec.agent.provider.name, self.request)
 
-    def _build_request(self, history: list[llm.Message], workspace: str | None) -> llm.LLMRequest:
+    def build_request(self, history: list[llm.Message], workspace: str | None) -> llm.LLMRequest:
         agent, client = self.agent, self.spec.request
         system = [agent.instructions.strip()] if agent.instructions.strip() else []
         if client.system.strip():
