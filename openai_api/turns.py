@@ -128,7 +128,7 @@ class Turn:
         session_key = spec.session_key or services.session_key_fallback(
             model=spec.agent.slug, user=spec.user, messages=client.messages
         )
-        deadline = time.monotonic() + float(getattr(settings, "GAIA_THREAD_WAIT_SECONDS", 300))
+        deadline = time.monotonic() + settings.GAIA_THREAD_WAIT_SECONDS
         delay = 0.02
         begin = sync_to_async(services.thread_turn_begin)
         while True:
@@ -153,12 +153,11 @@ class Turn:
         if limit:
             used, _ = backend.count_tokens(self.request)
             if used > limit:
-                await self.close(error=ContextTooLong(
-                    f"This conversation has about {used} input tokens; the model "
-                    f"'{spec.agent.slug}' accepts {limit}.", param="messages"))
-                raise ContextTooLong(
+                error = ContextTooLong(
                     f"This conversation has about {used} input tokens; the model "
                     f"'{spec.agent.slug}' accepts {limit}.", param="messages")
+                await self.close(error=error)
+                raise error
         if settings.GAIA_SHOW_PROMPTS:
             prompt_log.debug("prompt to %s: %r", spec.agent.provider.name, self.request)
 
