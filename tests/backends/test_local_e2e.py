@@ -1,0 +1,79 @@
+"""End to end: the shipped default agents on the embedded local model, through a real Gaia."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+from agents.services import agents_import
+
+DEFAULTS = Path(__file__).resolve().parents[2] / "agents" / "defaults.yaml"
+
+
+@pytest.fixture
+def default_agents(transactional_db):
+    agents_import(data=yaml.safe_load(DEFAULTS.read_text()))
+
+
+def ask_gaia(server, key, question, *, stream):
+    body = {"model": "gaia", "stream": stream,
+            "messages": [{"role": "user", "content": question}]}
+    headers = {"Authorization": f"Bearer {key}"}
+    if not stream:
+        r = httpx.post(f"{server.v1}/chat/completions", json=body, headers=headers, timeout=120)
+        assert r.status_code == 200, r.text
+        return r.json()["choices"][0]["message"]["content"]
+    parts = []
+    with httpx.stream("POST", f"{server.v1}/chat/completions", json=body, headers=headers,
+                      timeout=120) as r:
+        assert r.status_code == 200
+        for line in r.iter_lines():
+            if line.startswith("data: ") and line != "data: [DONE]":
+                chunk = json.loads(line[6:])
+                assert "error" not in chunk, chunk
+                for choice in chunk["choices"]:
+                    parts.append(choice["delta"].get("content") or "")
+    return "".join(parts)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
+def test_gaia_names_paris(gaia_server, default_agents, api_key, stream):
+    answer = ask_gaia(gaia_server, api_key, "What is the capital of France?", stream=stream)
+    assert "Paris" in answer
+    assert len(answer.split()) >= 3  # a sentence, not a bare word
+
+
+@pytest.mark.django_db(transaction=True)
+def test_health_answers_fast_during_a_long_generation(gaia_server, default_agents, api_key):
+    result: dict[str, str] = {}
+
+    def generate():
+        body = {"model": "gaia", "max_tokens": 200, "messages": [
+            {"role": "user", "content": "Write a long story about a dragon who cooks."}]}
+        r = httpx.post(f"{gaia_server.v1}/chat/completions", json=body,
+                       headers={"Authorization": f"Bearer {api_key}"}, timeout=120)
+        result["text"] = r.json()["choices"][0]["message"]["content"]
+
+    worker = threading.Thread(target=generate)
+    worker.start()
+    time.sleep(0.5)
+    latencies = []
+    with httpx.Client(timeout=10) as client:
+        while worker.is_alive() and len(latencies) < 200:
+            t0 = time.monotonic()
+            assert client.get(f"{gaia_server.url}/health").status_code == 200
+            latencies.append(time.monotonic() - t0)
+            time.sleep(0.02)
+    worker.join()
+    assert result["text"]
+    assert len(latencies) >= 5, "the generation ended before it could be measured"
+    latencies.sort()
+    assert latencies[len(latencies) // 2] < 0.05
+    assert latencies[-1] < 0.5
