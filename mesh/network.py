@@ -301,7 +301,7 @@ class MeshNetwork:
         if isinstance(token_used, int) and not isinstance(token_used, bool):
             self.token_sum += token_used
         busy = packet.get("busy_ms")
-        if isinstance(busy, int | float) and not isinstance(busy, bool):
+        if isinstance(busy, (int, float)) and not isinstance(busy, bool):
             peer.busy_ms = max(peer.busy_ms, float(busy))
         peer.pkts_sent += 1
         wire = _HEADER.pack(len(payload)) + payload

@@ -81,10 +81,15 @@ class Adapter(Protocol):
     def envelope_size(self, packet: Packet, blob: bytes) -> int: ...
 
 
-def _require_packet(value: object) -> Packet:
-    """A packet is an object with string keys and a string ``type``."""
-    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
-        raise MalformedPacket("a packet must be an object with string keys")
+def _require_packet(value: object, *, check_keys: bool = False) -> Packet:
+    """A packet is an object with string keys and a string ``type``.
+
+    JSON object keys are always strings, so only non-JSON bodies ask for ``check_keys``.
+    """
+    if not isinstance(value, dict):
+        raise MalformedPacket("a packet must be an object")
+    if check_keys and not all(isinstance(k, str) for k in value):
+        raise MalformedPacket("a packet must have string keys")
     if not isinstance(value.get("type"), str):
         raise MalformedPacket("a packet must have a string type")
     return value
@@ -128,7 +133,7 @@ class MsgpackAdapter(_JsonBodied):
         except (ValueError, TypeError, msgpack.ExtraData, msgpack.FormatError,
                 msgpack.StackError) as exc:
             raise MalformedPacket(f"invalid msgpack: {exc}") from None
-        return _require_packet(value)
+        return _require_packet(value, check_keys=True)
 
 
 A2A_METHOD = "SendMessage"

@@ -1,9 +1,10 @@
 """Relay benchmark: per wire protocol, against a raw asyncio relay measured in the same run.
 
-    .venv/bin/python scripts/perf/mesh.py [--seconds 2] [--agents 4] [--size 256]
-        [--protocols json,msgpack,a2a,anp,json+crc,msgpack+crc,json+signed]
+    .venv/bin/python scripts/perf/mesh.py [--seconds 2] [--agents 4] [--size 256] [--window 128]
+        [--samples 2000] [--protocols json,msgpack,a2a,anp,json+crc,msgpack+crc,json+signed]
 
-For each relay (``raw`` first, then ``MeshNetwork`` with each adapter) ``--agents`` client
+Run time is about (seconds + 2) x (rows). For each relay (the raw ones first, then
+``MeshNetwork`` with each adapter) ``--agents`` client
 processes connect; each sends one pre-encoded data frame over and over (a window of unacknowledged
 frames bounds the queues) and reads what the others send. Reported per row:
 
@@ -11,13 +12,14 @@ frames bounds the queues) and reads what the others send. Reported per row:
   bytes beyond the packet's compact JSON form (``Adapter.envelope_size``);
 - ``enc us`` / ``dec us``: in-process encode and decode time of that packet;
 - ``relay fr/s``: frames the relay received and fanned out per second (each to ``agents - 1``
-  others), and the ratio to the raw relay;
+  others), and the ratio to the per-frame raw relay;
 - ``hop p50/p99 us``: one agent -> relay -> agent hop (ping-pong round trip / 2, with the other
   agents connected and idle).
 
-The raw relay parses length prefixes and writes each frame straight to the other transports (no
-decoding, no queues, no drain); ``MeshNetwork`` also decodes every packet
-(integrity checks, tag and token accounting) and goes through per-connection outboxes.
+Two raw relays parse length prefixes and write straight to the other transports (no decoding, no
+queues, no drain): one frame per write, or all complete frames of a read per write. ``MeshNetwork``
+also decodes every packet (integrity checks, tag and token accounting) and goes through
+per-connection outboxes, each flushed by its writer task in one write per wake-up.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from mesh.protocols import Adapter, Packet, compact_json, get_adapter  # noqa: E
 
 HEADER = struct.Struct(">I")
 SEED = bytes(range(32))
-WINDOW = 128
+WINDOW = 128  # default unacknowledged frames per blasting agent
 BURST = 16
 
 
@@ -65,7 +67,7 @@ def frame(blob: bytes) -> bytes:
 
 
 async def _client(port: int, hello: bytes, data: bytes, role: str, seconds: float,
-                  peers: int, samples: int) -> dict[str, Any]:
+                  peers: int, samples: int, window: int) -> dict[str, Any]:
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     writer.write(hello)
     await writer.drain()
@@ -91,7 +93,7 @@ async def _client(port: int, hello: bytes, data: bytes, role: str, seconds: floa
         reading = asyncio.create_task(read_all())
         burst = data * BURST
         while time.perf_counter() < stop:
-            if sent - received // size // max(1, peers - 1) < WINDOW:
+            if sent - received // size // max(1, peers - 1) < window:
                 writer.write(burst)
                 sent += BURST
                 await writer.drain()
@@ -127,8 +129,8 @@ async def _client(port: int, hello: bytes, data: bytes, role: str, seconds: floa
 
 
 def _client_main(port: int, hello: bytes, data: bytes, role: str, seconds: float, peers: int,
-                 samples: int, out: Any) -> None:
-    result = asyncio.run(_client(port, hello, data, role, seconds, peers, samples))
+                 samples: int, window: int, out: Any) -> None:
+    result = asyncio.run(_client(port, hello, data, role, seconds, peers, samples, window))
     out.put((role, result))
 
 
@@ -136,19 +138,28 @@ def _client_main(port: int, hello: bytes, data: bytes, role: str, seconds: float
 
 
 class RawRelay:
-    """The baseline: parse length prefixes, forward bytes to every other connection."""
+    """The baseline: parse length prefixes, forward bytes to every other connection.
 
-    def __init__(self) -> None:
+    ``batched=False`` writes each frame to each other transport as it is parsed (one send per
+    frame and peer); ``batched=True`` forwards all complete frames of a read in one write.
+    """
+
+    def __init__(self, *, batched: bool) -> None:
+        self.batched = batched
         self.writers: list[asyncio.StreamWriter] = []
         self.frames = 0
         self.port = 0
         self._server: asyncio.Server | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
 
     async def start(self) -> int:
         self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
         self.port = int(self._server.sockets[0].getsockname()[1])
         return self.port
+
+    def _forward(self, writer: asyncio.StreamWriter, data: bytes) -> None:
+        for other in self.writers:
+            if other is not writer and not other.is_closing():
+                other.write(data)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         buf = bytearray()
@@ -156,7 +167,7 @@ class RawRelay:
         try:
             while chunk := await reader.read(65536):
                 buf += chunk
-                offset = 0
+                offset = start = 0
                 while len(buf) - offset >= 4:
                     (n,) = HEADER.unpack_from(buf, offset)
                     end = offset + 4 + n
@@ -165,13 +176,14 @@ class RawRelay:
                     if hello:  # the first frame names the agent: register, do not relay
                         hello = False
                         self.writers.append(writer)
-                    else:  # one frame at a time, as a relay that inspects frames would
-                        data = bytes(buf[offset:end])
+                        start = end
+                    else:
                         self.frames += 1
-                        for other in self.writers:
-                            if other is not writer and not other.is_closing():
-                                other.write(data)
+                        if not self.batched:
+                            self._forward(writer, bytes(buf[offset:end]))
                     offset = end
+                if self.batched and offset > start:
+                    self._forward(writer, bytes(buf[start:offset]))
                 del buf[:offset]
         except (ConnectionError, OSError):
             pass
@@ -224,11 +236,11 @@ class MeshRelay:
 
 
 def _spawn(ctx: Any, port: int, node: int, adapter: Adapter | None, data: bytes, role: str,
-           seconds: float, peers: int, samples: int, out: Any) -> Any:
+           seconds: float, peers: int, samples: int, window: int, out: Any) -> Any:
     hello_packet = {"type": "hello", "src": node, "tool": "bench"}
     hello = frame(adapter.encode(hello_packet) if adapter else b"hello")
     proc = ctx.Process(target=_client_main,
-                       args=(port, hello, data, role, seconds, peers, samples, out))
+                       args=(port, hello, data, role, seconds, peers, samples, window, out))
     proc.start()
     return proc
 
@@ -243,14 +255,14 @@ async def until(predicate: Callable[[], bool], limit_s: float = 30.0) -> None:
 
 
 async def measure(relay: RawRelay | MeshRelay, adapter: Adapter | None, data: bytes, *,
-                  agents: int, seconds: float, samples: int) -> dict[str, float]:
+                  agents: int, seconds: float, samples: int, window: int) -> dict[str, float]:
     ctx = mp.get_context("spawn")
     port = await relay.start()
     results: dict[str, float] = {}
     try:
         # Throughput: every agent blasts.
         out = ctx.Queue()
-        procs = [_spawn(ctx, port, i, adapter, data, "blast", seconds, agents, 0, out)
+        procs = [_spawn(ctx, port, i, adapter, data, "blast", seconds, agents, 0, window, out)
                  for i in range(agents)]
         await until(lambda: relay.connected >= agents)
         relay.go()
@@ -266,7 +278,8 @@ async def measure(relay: RawRelay | MeshRelay, adapter: Adapter | None, data: by
         # Latency: one pinger, one echo, the rest connected sinks.
         roles = ["ping", "echo"] + ["sink"] * (agents - 2)
         out = ctx.Queue()
-        procs = [_spawn(ctx, port, 100 + i, adapter, data, role, seconds, agents, samples, out)
+        procs = [_spawn(ctx, port, 100 + i, adapter, data, role, seconds, agents, samples,
+                        window, out)
                  for i, role in enumerate(roles)]
         await until(lambda: relay.connected >= agents)
         relay.go()
@@ -297,19 +310,22 @@ async def main_async(args: argparse.Namespace) -> None:
     packet = make_packet(args.size)
     rows = []
     raw_data = frame(b"r" * (args.size - 4))
-    raw = await measure(RawRelay(), None, raw_data, agents=args.agents, seconds=args.seconds,
-                        samples=args.samples)
-    rows.append(("raw asyncio relay", len(raw_data), 0, 0.0, 0.0, raw))
+    raw: dict[str, float] = {}
+    for label, batched in (("raw relay, per frame", False), ("raw relay, batched", True)):
+        result = await measure(RawRelay(batched=batched), None, raw_data, agents=args.agents,
+                               seconds=args.seconds, samples=args.samples, window=args.window)
+        raw = raw or result  # ratios are against the per-frame raw relay
+        rows.append((label, len(raw_data), 0, 0.0, 0.0, result))
     for name in args.protocols.split(","):
         adapter = get_adapter(name, signing_seed=SEED)
         blob = adapter.encode(packet)
         enc, dec = codec_times(adapter, packet)
         result = await measure(MeshRelay(get_adapter(name, signing_seed=SEED)), adapter,
                                frame(blob), agents=args.agents, seconds=args.seconds,
-                               samples=args.samples)
+                               samples=args.samples, window=args.window)
         rows.append((name, 4 + len(blob), adapter.envelope_size(packet, blob), enc, dec, result))
     print(f"agents={args.agents} json frame={args.size} B seconds={args.seconds} "
-          f"window={WINDOW} cpus={mp.cpu_count()}")
+          f"window={args.window} cpus={mp.cpu_count()}")
     header = (f"{'protocol':<20}{'frame B':>8}{'env B':>7}{'enc us':>8}{'dec us':>8}"
               f"{'relay fr/s':>12}{'vs raw':>8}{'hop p50 us':>12}{'hop p99 us':>12}")
     print(header)
@@ -328,6 +344,8 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=2000, help="ping-pong round trips")
     parser.add_argument("--protocols",
                         default="json,msgpack,a2a,anp,json+crc,msgpack+crc,json+signed")
+    parser.add_argument("--window", type=int, default=WINDOW,
+                        help="unacknowledged frames per blasting agent")
     args = parser.parse_args()
     if args.agents < 2:
         parser.error("--agents must be at least 2")

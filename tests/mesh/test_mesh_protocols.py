@@ -158,3 +158,11 @@ def test_a2a_rejects_other_methods() -> None:
     body["method"] = "GetTask"
     with pytest.raises(MalformedPacket, match="unexpected method"):
         get_adapter("a2a").decode(json.dumps(body).encode())
+
+
+def test_msgpack_packet_keys_must_be_strings() -> None:
+    import msgpack
+
+    for body in ({b"type": "x"}, {"type": 1}, ["type"]):
+        with pytest.raises(MalformedPacket):
+            get_adapter("msgpack").decode(msgpack.packb(body, use_bin_type=True))
