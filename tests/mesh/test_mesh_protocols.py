@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 from a2a.types import Message, Part, Role, SendMessageRequest
-from google.protobuf import json_format
-from jsonrpc.jsonrpc2 import JSONRPC20Request
+from google.protobuf import json_format  # type: ignore[import-untyped]
+from jsonrpc.jsonrpc2 import JSONRPC20Request  # type: ignore[import-untyped]
 
 from mesh.protocols import (
     A2AAdapter,
@@ -161,7 +161,7 @@ def test_a2a_rejects_other_methods() -> None:
 
 
 def test_msgpack_packet_keys_must_be_strings() -> None:
-    import msgpack
+    import msgpack  # type: ignore[import-untyped]
 
     for body in ({b"type": "x"}, {"type": 1}, ["type"]):
         with pytest.raises(MalformedPacket):

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+import mesh.evaluation
 import mesh.run
 from mesh.evaluation import Score
 from mesh.network import MeshEvent
@@ -25,7 +26,7 @@ QUESTION = SUITE[8]  # "Who is older, Annie Morton or Terry Richardson?"
 
 async def test_full_four_agent_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     evaluations: list[str] = []
-    real_score = mesh.run.score_answer
+    real_score = mesh.evaluation.score_answer
 
     def counting_score(prediction: str, gold: str) -> Score:
         evaluations.append(prediction)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from mesh.suite import load_suite, parse_document, render_document
@@ -34,7 +36,7 @@ def test_search_ranks_gold_paragraphs_first() -> None:
     assert hits >= 16  # of 20 gold paragraphs
 
 
-def await_tool(name: str, inp: ToolInput) -> dict[str, object]:
+def await_tool(name: str, inp: ToolInput) -> dict[str, Any]:
     import asyncio
 
     out = asyncio.run(run_tool(name, inp))
