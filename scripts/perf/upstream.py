@@ -1,0 +1,352 @@
+#!/usr/bin/env python3
+"""Time to first token and tokens/s through Gaia versus directly from the same upstream.
+
+One run measures, sequentially (one stream at a time, so the two paths see the same machine):
+
+(a) a fake OpenAI-compatible upstream with a fixed token rate (``tests/fakes/openai_upstream.py``
+    in a subprocess): directly over HTTP, through the ``openai`` backend alone in this process
+    (``adapter``: what the provider kind costs apart from Gaia's per-turn work), then through
+    Gaia (an ``openai`` provider on it);
+(b) the local GGUF model: directly in this process with llama-cpp-python (same prompt tokens
+    and sampling as Gaia's ``local`` provider), then through Gaia (a ``local`` provider);
+
+and, while a long local generation streams through Gaia, the latency of ``GET /health``.
+
+Gaia is a real uvicorn process serving ``gaia_site.asgi:application`` on a throwaway data dir
+(``GAIA_DATA_DIR``), migrated and provisioned by this script. Prints a table and the ratios;
+targets: Gaia adds under 5 ms to the p50 time to first token and keeps at least 95 % of the
+direct tokens/s.
+
+    .venv/bin/python scripts/perf/upstream.py                # both upstreams
+    .venv/bin/python scripts/perf/upstream.py --skip-local   # the fake upstream only
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[2]
+PYTHON = sys.executable
+
+SETUP = """
+import json
+from agents.models import Agent, Provider
+from agents.services import api_key_create
+fake = Provider.objects.create(name="perf-fake", kind="openai", base_url={fake_url!r},
+                               default_model="fake-model", timeout_seconds=60,
+                               max_concurrency=64)
+Agent.objects.create(slug="perf-fake", display_name="perf fake", provider=fake,
+                     max_output_tokens=100000, max_input_tokens=100000)
+local = Provider.objects.create(name="perf-local", kind="local", timeout_seconds=300,
+                                max_concurrency=1, options={local_options!r})
+Agent.objects.create(slug="perf-local", display_name="perf local", provider=local,
+                     max_output_tokens=100000, max_input_tokens=100000, temperature=0.0)
+key, secret = api_key_create(name="perf")
+print("SECRET=" + secret)
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def pct(values: list[float], q: float) -> float:
+    values = sorted(values)
+    if not values:
+        return float("nan")
+    pos = (len(values) - 1) * q / 100
+    lo, hi = int(pos), min(int(pos) + 1, len(values) - 1)
+    return values[lo] + (values[hi] - values[lo]) * (pos - lo)
+
+
+def wait_http(url: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url, timeout=1).status_code < 500:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    raise SystemExit(f"{url} did not come up")
+
+
+class Sample:
+    def __init__(self, ttft: float, tokens: int, decode_seconds: float) -> None:
+        self.ttft = ttft  # seconds from sending the request to the first content
+        self.tokens = tokens
+        self.decode_seconds = decode_seconds  # first content to last content
+
+    @property
+    def rate(self) -> float:
+        """Tokens/s after the first token (the decode rate the upstream sets)."""
+        return (self.tokens - 1) / self.decode_seconds if self.decode_seconds > 0 else 0.0
+
+
+async def sse_stream(client: httpx.AsyncClient, url: str, headers: dict[str, str],
+                     body: dict[str, Any]) -> Sample:
+    """One streamed chat completion; counts content deltas (one per upstream token)."""
+    t0 = time.perf_counter()
+    first = last = None
+    tokens = 0
+    async with client.stream("POST", url, json=body, headers=headers) as response:
+        if response.status_code != 200:
+            raise SystemExit(f"{url}: HTTP {response.status_code}: {await response.aread()}")
+        async for line in response.aiter_lines():
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            chunk = json.loads(line[6:])
+            if "error" in chunk:
+                raise SystemExit(f"{url}: in-band error {chunk['error']}")
+            for choice in chunk.get("choices") or ():
+                if (choice.get("delta") or {}).get("content"):
+                    now = time.perf_counter()
+                    first = first if first is not None else now
+                    last = now
+                    tokens += 1
+    if first is None or last is None:
+        raise SystemExit(f"{url}: no content")
+    return Sample(first - t0, tokens, last - first)
+
+
+async def run_http(url: str, key: str | None, model: str, n: int, max_tokens: int,
+                   prompt: str, *, warmup: bool = True, first: int = 0) -> list[Sample]:
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    samples = []
+    async with httpx.AsyncClient(timeout=300) as client:
+        for i in range(first - int(warmup), first + n):  # a warm-up request first
+            body = {"model": model, "stream": True, "max_tokens": max_tokens,
+                    "messages": [{"role": "user", "content": f"{prompt} (request {i})"}]}
+            sample = await sse_stream(client, url, headers, body)
+            if i >= first:
+                samples.append(sample)
+    return samples
+
+
+def _django() -> None:
+    import django
+
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gaia_site.settings")
+    django.setup()
+
+
+async def run_adapter(fake_url: str, n: int, max_tokens: int, prompt: str) -> list[Sample]:
+    """The ``openai`` backend alone, in this process (no Gaia HTTP, no turn bookkeeping):
+    what the adapter itself costs, apart from Gaia's per-turn work."""
+    _django()
+    from django.utils import timezone
+
+    from agents.backends import backend_stream
+    from agents.llm import LLMRequest, Message, TextDelta, TextPart
+    from agents.models import Provider
+
+    provider = Provider(pk=10**9, name="adapter", kind="openai", base_url=fake_url,
+                        default_model="fake-model", timeout_seconds=60, max_concurrency=8,
+                        options={})
+    provider.updated_at = timezone.now()
+    samples = []
+    for i in range(n + 1):
+        request = LLMRequest(model="", system="", max_output_tokens=max_tokens,
+                             messages=[Message("user", (TextPart(f"{prompt} ({i})"),))])
+        t0 = time.perf_counter()
+        first = last = None
+        count = 0
+        async for event in backend_stream(provider, request):
+            if isinstance(event, TextDelta):
+                now = time.perf_counter()
+                first = first if first is not None else now
+                last = now
+                count += 1
+        if i and first is not None and last is not None:
+            samples.append(Sample(first - t0, count, last - first))
+    return samples
+
+
+def run_local_direct(n: int, max_tokens: int, prompt: str, options: dict[str, Any], *,
+                     warmup: bool = True, first: int = 0) -> list[Sample]:
+    """The same model, prompt tokens and sampling as Gaia's local provider, in-process."""
+    _django()
+    from agents.backends.local import LocalBackend
+    from agents.llm import LLMRequest, Message, TextPart
+
+    backend = LocalBackend(name="direct", options=options)
+    model = backend.model()
+    samples = []
+    for i in range(first - int(warmup), first + n):
+        request = LLMRequest(model="", system="", temperature=0.0, max_output_tokens=max_tokens,
+                             messages=[Message("user", (TextPart(f"{prompt} (request {i})"),))])
+        tokens = model.tokenize(model.prompt(request))
+        sampling = backend._sampling(request)
+        t0 = time.perf_counter()
+        first_at = last = None
+        count = 0
+        with model.lock:
+            for token in model.llama.generate(tokens, **sampling):
+                if model.is_eog(token):
+                    break
+                model.llama.detokenize([token])
+                now = time.perf_counter()
+                first_at = first_at if first_at is not None else now
+                last = now
+                count += 1
+                if count >= max_tokens:
+                    break
+        if i >= first and first_at is not None and last is not None:
+            samples.append(Sample(first_at - t0, count, last - first_at))
+    return samples
+
+
+async def health_during_generation(gaia: str, key: str, prompt: str, max_tokens: int
+                                   ) -> tuple[list[float], Sample]:
+    """Poll /health every 20 ms while one long local generation streams through Gaia."""
+    latencies: list[float] = []
+    async with httpx.AsyncClient(timeout=300) as client:
+        gen = asyncio.create_task(sse_stream(
+            client, f"{gaia}/v1/chat/completions", {"Authorization": f"Bearer {key}"},
+            {"model": "perf-local", "stream": True, "max_tokens": max_tokens,
+             "messages": [{"role": "user", "content": prompt + " (health)"}]}))
+        async with httpx.AsyncClient(timeout=10) as poller:
+            await asyncio.sleep(0.3)  # into the generation
+            while not gen.done():
+                t0 = time.perf_counter()
+                response = await poller.get(f"{gaia}/health")
+                latencies.append(time.perf_counter() - t0)
+                assert response.status_code in (200, 503)
+                await asyncio.sleep(0.02)
+        return latencies, await gen
+
+
+def row(name: str, path: str, samples: list[Sample]) -> dict[str, Any]:
+    return {"upstream": name, "path": path, "n": len(samples),
+            "ttft_p50_ms": pct([s.ttft for s in samples], 50) * 1000,
+            "ttft_p90_ms": pct([s.ttft for s in samples], 90) * 1000,
+            "tok_s_p50": statistics.median(s.rate for s in samples),
+            "tokens_p50": statistics.median(s.tokens for s in samples)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=30, help="streams per fake path")
+    parser.add_argument("--tokens", type=int, default=64)
+    parser.add_argument("--token-delay-ms", type=float, default=5.0)
+    parser.add_argument("--ttft-ms", type=float, default=20.0)
+    parser.add_argument("--local-requests", type=int, default=8)
+    parser.add_argument("--local-tokens", type=int, default=128)
+    parser.add_argument("--local-threads", type=int, default=0,
+                        help="llama.cpp threads (default: the provider default, all cores)")
+    parser.add_argument("--skip-local", action="store_true")
+    args = parser.parse_args()
+
+    prompt = "Write a long story about a dragon who learns to cook."
+    local_options: dict[str, Any] = {"n_ctx": 2048}
+    if args.local_threads:
+        local_options["n_threads"] = args.local_threads
+    procs: list[subprocess.Popen[bytes]] = []
+    with tempfile.TemporaryDirectory(prefix="gaia-perf-") as data_dir:
+        env = {**os.environ, "GAIA_DATA_DIR": data_dir, "PYTHONPATH": str(ROOT)}
+        try:
+            fake_port = free_port()
+            procs.append(subprocess.Popen(
+                [PYTHON, str(ROOT / "tests/fakes/openai_upstream.py"), "--port", str(fake_port),
+                 "--tokens", str(args.tokens), "--token-delay-ms", str(args.token_delay_ms),
+                 "--ttft-ms", str(args.ttft_ms)], cwd=ROOT, env=env))
+            fake_url = f"http://127.0.0.1:{fake_port}/v1"
+            subprocess.run([PYTHON, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=env,
+                           check=True)
+            out = subprocess.run(
+                [PYTHON, "manage.py", "shell", "-c",
+                 SETUP.format(fake_url=fake_url, local_options=local_options)],
+                cwd=ROOT, env=env, check=True, capture_output=True, text=True).stdout
+            secret = next(line[7:] for line in out.splitlines() if line.startswith("SECRET="))
+            gaia_port = free_port()
+            procs.append(subprocess.Popen(
+                [PYTHON, "-m", "uvicorn", "gaia_site.asgi:application", "--port",
+                 str(gaia_port), "--lifespan", "off", "--loop", "uvloop", "--http", "httptools",
+                 "--log-level", "warning", "--no-access-log"], cwd=ROOT, env=env))
+            gaia = f"http://127.0.0.1:{gaia_port}"
+            wait_http(f"{gaia}/health")
+            wait_http(f"http://127.0.0.1:{fake_port}/health")
+
+            rows = []
+            rows.append(row("fake-openai", "direct", asyncio.run(run_http(
+                f"{fake_url}/chat/completions", None, "fake-model", args.requests,
+                args.tokens, prompt))))
+            rows.append(row("fake-openai", "adapter", asyncio.run(run_adapter(
+                fake_url, args.requests, args.tokens, prompt))))
+            rows.append(row("fake-openai", "gaia", asyncio.run(run_http(
+                f"{gaia}/v1/chat/completions", secret, "perf-fake", args.requests,
+                args.tokens, prompt))))
+            health: list[float] = []
+            health_sample = None
+            if not args.skip_local:
+                # Alternate the two paths, one stream each, so that both see the same
+                # background load (the machine is shared; the model is CPU-bound).
+                direct_samples: list[Sample] = []
+                gaia_samples: list[Sample] = []
+                for i in range(args.local_requests):
+                    direct_samples += run_local_direct(
+                        1, args.local_tokens, prompt, local_options, warmup=i == 0, first=i)
+                    gaia_samples += asyncio.run(run_http(
+                        f"{gaia}/v1/chat/completions", secret, "perf-local", 1,
+                        args.local_tokens, prompt, warmup=i == 0, first=i))
+                rows.append(row("local", "direct", direct_samples))
+                rows.append(row("local", "gaia", gaia_samples))
+                health, health_sample = asyncio.run(health_during_generation(
+                    gaia, secret, prompt, max(args.local_tokens, 256)))
+        finally:
+            for proc in procs:
+                proc.terminate()
+            for proc in procs:
+                proc.wait(timeout=10)
+
+    print()
+    print(f"{'upstream':<12} {'path':<8} {'n':>3} {'ttft p50 ms':>12} {'ttft p90 ms':>12} "
+          f"{'tok/s p50':>10} {'tokens':>7}")
+    for r in rows:
+        print(f"{r['upstream']:<12} {r['path']:<8} {r['n']:>3} {r['ttft_p50_ms']:>12.2f} "
+              f"{r['ttft_p90_ms']:>12.2f} {r['tok_s_p50']:>10.1f} {r['tokens_p50']:>7.0f}")
+    print()
+    verdicts = []
+    for name in ("fake-openai", "local"):
+        pair = {r["path"]: r for r in rows if r["upstream"] == name}
+        if len(pair) < 2:
+            continue
+        added = pair["gaia"]["ttft_p50_ms"] - pair["direct"]["ttft_p50_ms"]
+        kept = pair["gaia"]["tok_s_p50"] / pair["direct"]["tok_s_p50"]
+        ok = added < 5 and kept >= 0.95
+        verdicts.append(ok)
+        print(f"{name}: Gaia adds {added:+.2f} ms to p50 TTFT "
+              f"(ratio {pair['gaia']['ttft_p50_ms'] / pair['direct']['ttft_p50_ms']:.3f}), "
+              f"keeps {kept * 100:.1f} % of direct tok/s -> "
+              f"{'meets' if ok else 'MISSES'} target (<5 ms, >=95 %)")
+    adapter = [r for r in rows if r["path"] == "adapter"]
+    direct = [r for r in rows if r["upstream"] == "fake-openai" and r["path"] == "direct"]
+    if adapter and direct:
+        print(f"fake-openai: the openai backend alone (in-process, no HTTP server, no turn "
+              f"bookkeeping) adds {adapter[0]['ttft_p50_ms'] - direct[0]['ttft_p50_ms']:+.2f} "
+              f"ms to p50 TTFT and keeps "
+              f"{adapter[0]['tok_s_p50'] / direct[0]['tok_s_p50'] * 100:.1f} % of tok/s")
+    if health:
+        print(f"/health during a {health_sample.tokens}-token local generation "
+              f"({len(health)} polls): p50 {pct(health, 50) * 1000:.1f} ms, "
+              f"p99 {pct(health, 99) * 1000:.1f} ms, max {max(health) * 1000:.1f} ms")
+    sys.exit(0 if all(verdicts) else 1)
+
+
+if __name__ == "__main__":
+    main()
