@@ -153,6 +153,38 @@ async def test_cancelling_the_task_stops_the_generation(provider, model_path):
     assert await _wait_idle(get_model(model_path)) < 0.5
 
 
+async def test_cancelling_during_a_long_prompt_stops_promptly(provider, model_path):
+    # ~1500 prompt tokens: reading them in one go takes 10-20 s on 2 cores.
+    model = get_model(model_path)
+    request = ask(f"Summarise this ({time.time()}). "
+                  + "The quick brown fox jumps over the lazy dog. " * 150,
+                  temperature=0.0, max_output_tokens=16)
+    task = asyncio.create_task(collect(backend_stream(provider, request)))
+    for _ in range(200):  # until the worker reads the prompt
+        if model.lock.locked():
+            break
+        await asyncio.sleep(0.01)
+    assert model.lock.locked()
+    await asyncio.sleep(0.3)
+    assert not task.done()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert await _wait_idle(model, timeout=10) < 1.5
+
+
+async def test_the_previous_turn_stays_in_the_cache(provider):
+    history = f"Remember the number {time.time()}. " + "Paris is in France. " * 100
+    first = ask(history, temperature=0.0, max_output_tokens=4)
+    started = time.monotonic()
+    await collect(backend_stream(provider, first))
+    cold = time.monotonic() - started
+    started = time.monotonic()
+    await collect(backend_stream(provider, first))  # the same prompt again
+    warm = time.monotonic() - started
+    assert warm < cold / 3
+
+
 async def test_event_loop_stays_responsive_during_generation(provider):
     request = ask("Write a long story about a dragon.", temperature=0.0, max_output_tokens=80)
     lags = []
