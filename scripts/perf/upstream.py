@@ -211,6 +211,17 @@ def run_local_direct(n: int, max_tokens: int, prompt: str, options: dict[str, An
     return samples
 
 
+async def health_idle(gaia: str, n: int = 30) -> list[float]:
+    latencies = []
+    async with httpx.AsyncClient(timeout=10) as poller:
+        for _ in range(n):
+            t0 = time.perf_counter()
+            await poller.get(f"{gaia}/health")
+            latencies.append(time.perf_counter() - t0)
+            await asyncio.sleep(0.02)
+    return latencies
+
+
 async def health_during_generation(gaia: str, key: str, prompt: str, max_tokens: int
                                    ) -> tuple[list[float], Sample]:
     """Poll /health every 20 ms while one long local generation streams through Gaia."""
@@ -292,6 +303,7 @@ def main() -> None:
                 f"{gaia}/v1/chat/completions", secret, "perf-fake", args.requests,
                 args.tokens, prompt))))
             health: list[float] = []
+            idle: list[float] = []
             health_sample = None
             if not args.skip_local:
                 # Alternate the two paths, one stream each, so that both see the same
@@ -306,6 +318,7 @@ def main() -> None:
                         args.local_tokens, prompt, warmup=i == 0, first=i))
                 rows.append(row("local", "direct", direct_samples))
                 rows.append(row("local", "gaia", gaia_samples))
+                idle = asyncio.run(health_idle(gaia))
                 health, health_sample = asyncio.run(health_during_generation(
                     gaia, secret, prompt, max(args.local_tokens, 256)))
         finally:
@@ -344,7 +357,8 @@ def main() -> None:
     if health:
         print(f"/health during a {health_sample.tokens}-token local generation "
               f"({len(health)} polls): p50 {pct(health, 50) * 1000:.1f} ms, "
-              f"p99 {pct(health, 99) * 1000:.1f} ms, max {max(health) * 1000:.1f} ms")
+              f"p99 {pct(health, 99) * 1000:.1f} ms, max {max(health) * 1000:.1f} ms "
+              f"(idle: p50 {pct(idle, 50) * 1000:.1f} ms, p99 {pct(idle, 99) * 1000:.1f} ms)")
     sys.exit(0 if all(verdicts) else 1)
 
 
