@@ -146,9 +146,10 @@ _models_lock = threading.Lock()
 
 
 def default_threads() -> int:
-    """All cores but one: the server keeps a core for its event loop, so other requests and
-    the stream itself stay fast (measured on 2 cores: generation with 2 threads runs ~86 tok/s
-    alone but only ~76 tok/s through Gaia, with 1 thread ~65 tok/s either way)."""
+    """All cores but one: the server keeps a core for its event loop and other requests.
+    Measured on 2 idle cores (scripts/perf/upstream.py): 1 thread ~75 tok/s, /health p50
+    10 ms during a generation (7.7 idle); 2 threads ~100 tok/s, /health p50 17 ms. On a busy
+    box 2 threads fell to ~76 tok/s through Gaia. ``options.n_threads`` overrides."""
     return max(1, (os.cpu_count() or 1) - 1)
 
 
