@@ -20,11 +20,9 @@ import asyncio
 import json
 import weakref
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import anthropic
-
-from agents.backends.openai_compat import map_upstream_error, upstream_error_text
+from agents.backends.openai_compat import load_sdk, map_upstream_error, upstream_error_text
 from agents.exceptions import BackendError, BackendRateLimited
 from agents.llm import (
     Event,
@@ -39,6 +37,9 @@ from agents.llm import (
     Usage,
     estimate_request_tokens,
 )
+
+if TYPE_CHECKING:
+    import anthropic
 
 STOP_REASONS = {
     "end_turn": "stop",
@@ -150,6 +151,8 @@ class AnthropicBackend:
                    timeout=float(provider.timeout_seconds), options=dict(provider.options or {}))
 
     def client(self) -> anthropic.AsyncAnthropic:
+        import anthropic
+
         loop = asyncio.get_running_loop()
         client = self._clients.get(loop)
         if client is None:
@@ -196,6 +199,8 @@ class AnthropicBackend:
         return params
 
     def _error(self, exc: BaseException) -> BackendError:
+        import anthropic
+
         status = getattr(exc, "status_code", None)
         if isinstance(exc, anthropic.APIStatusError) and status is not None and status < 300:
             # An ``event: error`` inside a 200 stream: classify by the error type.
@@ -220,6 +225,7 @@ class AnthropicBackend:
 
     async def stream(self, request: LLMRequest) -> AsyncIterator[Event]:
         params = self.params(request)
+        await load_sdk("anthropic")
         try:
             upstream = await self.client().messages.create(**params)
         except Exception as exc:

@@ -18,15 +18,17 @@ upstream. Closing the event iterator (or cancelling its task) closes the HTTP re
 
 from __future__ import annotations
 
+import asyncio
 import email.utils
+import importlib
 import math
+import sys
 import time
 import weakref
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
-import openai
 
 from agents.exceptions import BackendError, BackendRateLimited, BackendTimeout
 from agents.llm import (
@@ -43,7 +45,19 @@ from agents.llm import (
     estimate_request_tokens,
 )
 
+if TYPE_CHECKING:
+    import openai
+
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
+
+
+async def load_sdk(name: str) -> Any:
+    """The SDK module, imported off the event loop the first time: ``openai`` takes ~0.8 s
+    and ``anthropic`` ~2 s to import, which would stall every other stream on the server."""
+    module = sys.modules.get(name)
+    if module is None:
+        module = await asyncio.to_thread(importlib.import_module, name)
+    return module
 
 FINISH_REASONS = {
     "stop": "stop",
@@ -90,7 +104,7 @@ def upstream_error_text(exc: Any, limit: int = 300) -> str:
 
 
 def map_upstream_error(exc: BaseException, *, provider: str, credential: str = "",
-                       sdk: Any = openai) -> BackendError:
+                       sdk: Any = None) -> BackendError:
     """One :class:`BackendError` for an SDK or transport exception; never leaks the key.
 
     ``sdk`` is the ``openai`` or ``anthropic`` module: their exception classes share names.
@@ -100,6 +114,8 @@ def map_upstream_error(exc: BaseException, *, provider: str, credential: str = "
 
     if isinstance(exc, BackendError):
         return exc
+    if sdk is None:
+        sdk = importlib.import_module("openai")
     if isinstance(exc, sdk.APITimeoutError | httpx.TimeoutException):
         return BackendTimeout(f"Provider {provider!r} did not answer in time.")
     if isinstance(exc, sdk.APIStatusError):
@@ -214,7 +230,7 @@ class OpenAIBackend:
         )
 
     def client(self) -> openai.AsyncOpenAI:
-        import asyncio
+        import openai
 
         loop = asyncio.get_running_loop()
         client = self._clients.get(loop)
@@ -264,6 +280,7 @@ class OpenAIBackend:
     async def stream(self, request: LLMRequest) -> AsyncIterator[Event]:
         params = self.params(request)
         extra_body = self.options.get("extra_body") or None
+        await load_sdk("openai")
         try:
             upstream = await self.client().chat.completions.create(
                 **params, extra_body=extra_body)
