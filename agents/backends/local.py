@@ -32,7 +32,15 @@ from pathlib import Path
 from typing import Any
 
 from agents.exceptions import BackendError, ContextTooLong
-from agents.llm import Event, Finish, LLMRequest, Message, TextDelta, Usage
+from agents.llm import (
+    Event,
+    Finish,
+    LLMRequest,
+    Message,
+    TextDelta,
+    Usage,
+    estimate_request_tokens,
+)
 
 log = logging.getLogger("gaia.local")
 
@@ -240,7 +248,13 @@ class LocalBackend:
         return get_model(self._path, n_ctx=self.n_ctx, n_threads=self.n_threads)
 
     def count_tokens(self, request: LLMRequest) -> tuple[int, bool]:
-        model = self.model()
+        # Called on the event loop: before the model is loaded (stream() loads it in a
+        # thread) this is an estimate, so no request stalls the server for a model load.
+        if self._path is None:
+            self._path = resolve_model_path(self.options)
+        model = _models.get(self._path)
+        if model is None:
+            return estimate_request_tokens(request), True
         return len(model.tokenize(model.prompt(request))), False
 
     def _sampling(self, request: LLMRequest) -> dict[str, Any]:

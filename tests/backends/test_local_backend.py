@@ -82,9 +82,10 @@ async def test_short_answer_streams_token_by_token_with_exact_usage(provider, vo
     assert arrivals[len(deltas) - 1] - arrivals[0] > 0.005
 
 
-async def test_count_tokens_uses_the_model_tokenizer(provider, vocab):
+async def test_count_tokens_uses_the_model_tokenizer(provider, vocab, model_path):
     from agents.backends import backend_for
 
+    get_model(model_path)  # loaded (before that, the count is an estimate: no load on the loop)
     request = ask(CAPITAL, system=SYSTEM)
     n, estimated = backend_for(provider).count_tokens(request)
     assert estimated is False
@@ -197,6 +198,7 @@ async def test_event_loop_stays_responsive_during_generation(provider):
             lags.append(time.monotonic() - t0 - 0.01)
 
     tick = asyncio.create_task(ticker())
+    await asyncio.sleep(0.02)
     events = await collect(backend_stream(provider, request))
     done.set()
     await tick
@@ -266,3 +268,36 @@ def test_model_path_resolution(model_path, settings, tmp_path):
         resolve_model_path({"model_path": missing})
     assert caught.value.status == 502
     assert missing in caught.value.message
+
+
+async def test_model_path_option_and_first_load_off_the_event_loop(new_provider, model_path,
+                                                                   tmp_path):
+    import shutil
+
+    from agents.backends import backend_for
+
+    copy = str(tmp_path / "copy.gguf")
+    shutil.copyfile(model_path, copy)
+    provider = new_provider("local", timeout_seconds=60, options={"model_path": copy})
+    backend = backend_for(provider)
+    n, estimated = backend.count_tokens(ask(CAPITAL))
+    assert estimated is True  # not loaded yet: counting must not load it on the loop
+    lags = []
+    done = asyncio.Event()
+
+    async def ticker():
+        while not done.is_set():
+            t0 = time.monotonic()
+            await asyncio.sleep(0.005)
+            lags.append(time.monotonic() - t0 - 0.005)
+
+    tick = asyncio.create_task(ticker())
+    await asyncio.sleep(0.02)  # the ticker is running before the stream starts
+    events = await collect(backend_stream(provider, ask(CAPITAL, system=SYSTEM,
+                                                        temperature=0.0)))
+    done.set()
+    await tick
+    assert "Paris" in "".join(texts(events))
+    assert max(lags) < 0.1, f"event loop blocked for {max(lags) * 1000:.0f} ms"
+    assert get_model(copy) is not get_model(model_path)
+    assert backend.count_tokens(ask(CAPITAL))[1] is False
