@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 import uuid
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import connection
 
 from agents import llm, services
+from agents.database import run_db
 from agents.exceptions import NotFound
 from agents.models import Agent, ApiKey, Message
 
@@ -127,7 +128,7 @@ async def _broker_check() -> dict[str, Any]:
 async def health_report() -> dict[str, Any]:
     """Per-component checks; ``status`` is ``ok`` only when every required component is."""
     database, layer, broker = await asyncio.gather(
-        _timed(sync_to_async(_database_check)),
+        _timed(functools.partial(run_db, _database_check)),
         _timed(_channel_layer_check),
         _timed(_broker_check),
     )

@@ -187,6 +187,7 @@ GAIA_THREAD_LOCK_SECONDS = env.float("GAIA_THREAD_LOCK_SECONDS", default=600.0)
 GAIA_THREAD_WAIT_SECONDS = env.float("GAIA_THREAD_WAIT_SECONDS", default=300.0)
 GAIA_DEBUG_REQUESTS = env.bool("GAIA_API_DEBUG", default=False)
 GAIA_SHOW_PROMPTS = env.bool("GAIA_SHOW_PROMPTS", default=False)
+GAIA_DB_THREADS = env.int("GAIA_DB_THREADS", default=4)  # PostgreSQL; SQLite uses one
 GAIA_LOCAL_MODEL_PATH = env.str("GAIA_LOCAL_MODEL_PATH", default="")
 
 LOGGING = {

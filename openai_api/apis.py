@@ -15,7 +15,6 @@ import time
 import uuid
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
@@ -25,6 +24,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from agents import llm, selectors, services
 from agents.backends import backend_for
+from agents.database import run_db
 from agents.exceptions import (
     GaiaError,
     InvalidRequest,
@@ -116,7 +116,7 @@ class V1View(View):
         return response
 
     async def authorize(self, request: HttpRequest, agent_slug: str | None = None) -> Any:
-        return await sync_to_async(services.request_authorize)(
+        return await run_db(services.request_authorize,
             raw_key=raw_api_key(request),
             anonymous_allowed=settings.GAIA_ALLOW_ANONYMOUS,
             agent_slug=agent_slug,
@@ -141,7 +141,7 @@ class ModelListApi(V1View):
 
     async def get(self, request: HttpRequest) -> HttpResponse:
         key, _ = await self.authorize(request)
-        models = await sync_to_async(selectors.model_list)(api_key=key)
+        models = await run_db(selectors.model_list, api_key=key)
         if "anthropic-version" in request.headers:
             data = [selectors.model_entry_anthropic(a) for a in models]
             return json_response({
@@ -278,7 +278,8 @@ class ResponseCreateApi(V1View):
         thread_id, session_key = session_from_headers(request.headers)
         if req.previous_response_id:
             # Gaia is stateful: the stored thread continues, the input holds only new items.
-            thread_id, session, history = await sync_to_async(selectors.thread_branch_for_response)(
+            thread_id, session, history = await run_db(
+                selectors.thread_branch_for_response,
                 response_id=req.previous_response_id, api_key=key)
             if history is not None:  # an older reply: branch off there
                 canonical.messages = history + canonical.messages
@@ -342,7 +343,8 @@ class ResponseDetailApi(V1View):
 
     async def get(self, request: HttpRequest, response_id: str) -> HttpResponse:
         key, _ = await self.authorize(request)
-        row = await sync_to_async(selectors.stored_reply_get)(response_id=response_id, api_key=key)
+        row = await run_db(selectors.stored_reply_get, response_id=response_id,
+                           api_key=key)
         if row is None:
             raise NotFound(f"No response found with id '{response_id}'.",
                            param="response_id", code="response_not_found")

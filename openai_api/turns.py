@@ -15,12 +15,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import connections
 
 from agents import llm, services
 from agents.backends import backend_for, backend_stream
+from agents.database import run_db
 from agents.exceptions import Conflict, ContextTooLong, GaiaError, InvalidRequest
 from agents.models import Agent, ApiKey
 
@@ -130,9 +129,9 @@ class Turn:
         )
         deadline = time.monotonic() + settings.GAIA_THREAD_WAIT_SECONDS
         delay = 0.02
-        begin = sync_to_async(services.thread_turn_begin)
         while True:
-            start = await begin(
+            start = await run_db(
+                services.thread_turn_begin,
                 agent=spec.agent, api_key=spec.api_key, session_key=session_key,
                 thread_id=spec.thread_id, user=spec.user, incoming=client.messages,
                 workspace_root=workspace, dialect=spec.dialect,
@@ -311,17 +310,8 @@ class Turn:
         elif error is not None:
             r.finish_reason = "error"
             r.error = f"Internal error: {type(error).__name__}"
-        # Its own thread, not the request's: this may run after the request is gone.
-        await sync_to_async(_finish_and_close, thread_sensitive=False)(
-            start=self._start, result=r, dialect=self.spec.dialect,
-        )
-
-
-def _finish_and_close(**kwargs: Any) -> None:
-    try:
-        services.thread_turn_finish(**kwargs)
-    finally:
-        connections.close_all()
+        await run_db(services.thread_turn_finish, start=self._start, result=r,
+                     dialect=self.spec.dialect)
 
 
 def as_gaia_error(exc: BaseException) -> GaiaError:

@@ -95,6 +95,16 @@ def start_gaia(tmp_dir: Path, env: dict[str, str] | None = None) -> GaiaServer:
     raise RuntimeError(f"Gaia did not start:\n{server.log()}")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _close_db_threads(django_db_setup: Any) -> Iterator[None]:
+    """In-process requests leave connections on Gaia's database threads; close them before
+    the test database is dropped."""
+    yield
+    from agents.database import close_db_threads
+
+    close_db_threads()
+
+
 @pytest.fixture(scope="session")
 def gaia_server(django_db_setup: Any, tmp_path_factory: pytest.TempPathFactory
                 ) -> Iterator[GaiaServer]:
