@@ -174,8 +174,11 @@ class ImportReport:
 
 
 @transaction.atomic
-def agents_import(*, data: dict[str, Any]) -> ImportReport:
+def agents_import(*, data: dict[str, Any], create_only: bool = False) -> ImportReport:
     """Create or update providers and agents from a config document; idempotent.
+
+    With ``create_only`` existing providers and agents are left exactly as they are (the
+    defaults ``./run`` applies must never undo an admin's changes).
 
     ``api_key`` in a provider entry sets the write-only secret; prefer ``api_key_env``.
     Raises :class:`InvalidRequest` naming the offending entry; nothing is written then.
@@ -194,6 +197,9 @@ def agents_import(*, data: dict[str, Any]) -> ImportReport:
         values = {k: entry[k] for k in PROVIDER_FIELDS if k in entry}
         if "api_key" in entry:
             values["api_key_secret"] = entry["api_key"] or ""
+        if create_only and name in providers:
+            report.unchanged.append(f"provider:{name}")
+            continue
         provider = providers.get(name) or Provider(name=name)
         _apply(provider, values, f"provider {name}", report, label=f"provider:{name}")
         providers[name] = provider
@@ -205,6 +211,9 @@ def agents_import(*, data: dict[str, Any]) -> ImportReport:
         if unknown:
             raise InvalidRequest(f"agents[{i}] ({slug}): unknown fields {sorted(unknown)}.")
         agent = Agent.objects.filter(slug=slug).first() or Agent(slug=slug)
+        if create_only and agent.pk is not None:
+            report.unchanged.append(f"agent:{slug}")
+            continue
         values = {k: entry[k] for k in AGENT_FIELDS if k in entry}
         if "provider" in entry:
             provider = providers.get(entry["provider"])

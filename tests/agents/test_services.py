@@ -151,3 +151,20 @@ def test_session_fallback_is_deterministic_and_distinguishes_users():
         model="a", user="u2", messages=m)
     assert session_key_fallback(model="a", user=None, messages=m) != session_key_fallback(
         model="b", user=None, messages=m)
+
+
+def test_setup_defaults_never_undo_an_admins_changes():
+    from django.core.management import call_command
+
+    call_command("gaia_setup", "--no-key")
+    agent = Agent.objects.get(slug="gaia")
+    upstream = Provider.objects.create(name="strong", kind="openai",
+                                       base_url="https://llm.example/v1")
+    agent.provider = upstream
+    agent.instructions = "Custom."
+    agent.save()
+    call_command("gaia_setup", "--no-key")
+    agent.refresh_from_db()
+    assert agent.provider == upstream
+    assert agent.instructions == "Custom."
+    assert Agent.objects.filter(slug__startswith="mesh-").count() == 4

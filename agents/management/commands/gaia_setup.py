@@ -11,13 +11,14 @@ DEFAULTS = Path(__file__).resolve().parents[2] / "defaults.yaml"
 
 
 class Command(BaseCommand):
-    help = "Create the default agents and, once, a development API key (idempotent)."
+    help = "Create missing default agents and, once, a development API key (idempotent)."
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--no-key", action="store_true")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        report = agents_import(data=yaml.safe_load(DEFAULTS.read_text()))
+        # Only what is missing: an agent an admin has changed (or re-pointed) stays as it is.
+        report = agents_import(data=yaml.safe_load(DEFAULTS.read_text()), create_only=True)
         if report.created:
             self.stdout.write("Default agents created: " + ", ".join(report.created))
         if options["no_key"]:
