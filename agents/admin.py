@@ -60,12 +60,14 @@ class ProviderAdmin(admin.ModelAdmin):
 @admin.action(description="Enable selected agents")
 def enable_agents(modeladmin: Any, request: HttpRequest, queryset: Any) -> None:
     count = queryset.update(enabled=True)
+    services.config_changed()
     modeladmin.message_user(request, f"Enabled {count} agent(s).")
 
 
 @admin.action(description="Disable selected agents")
 def disable_agents(modeladmin: Any, request: HttpRequest, queryset: Any) -> None:
     count = queryset.update(enabled=False)
+    services.config_changed()
     modeladmin.message_user(request, f"Disabled {count} agent(s).")
 
 

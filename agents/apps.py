@@ -5,3 +5,8 @@ class AgentsConfig(AppConfig):
     name = "agents"
     verbose_name = "Agents"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from agents import signals
+
+        signals.connect()

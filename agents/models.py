@@ -215,3 +215,20 @@ class Message(models.Model):
 
     def __str__(self) -> str:
         return f"{self.role}: {self.content[:60]}"
+
+
+class ConfigStamp(models.Model):
+    """One row whose ``version`` changes whenever agents, providers or API keys change.
+
+    Server processes keep those rows in memory for the hot path and compare this stamp (one
+    primary-key read) on every request, so an edit made anywhere (admin, CLI, another process)
+    shows on the next request without a query storm per request.
+    """
+
+    version = models.CharField(max_length=32)
+
+    class Meta:
+        verbose_name = "configuration stamp"
+
+    def __str__(self) -> str:
+        return self.version

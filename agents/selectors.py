@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import threading
 import time
 import uuid
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
@@ -15,6 +17,62 @@ from agents import llm, services
 from agents.database import run_db
 from agents.exceptions import NotFound
 from agents.models import Agent, ApiKey, Message
+
+# ---------------------------------------------------------------------------------------------
+# The access cache: API keys and agents as the hot path needs them, valid while the
+# configuration stamp (agents.models.ConfigStamp) is unchanged.
+
+
+@dataclass
+class _AccessCache:
+    version: str | None
+    keys: dict[str, ApiKey] = field(default_factory=dict)
+    agents: dict[str, Agent] = field(default_factory=dict)
+
+
+_access = _AccessCache(version="<never read>")
+_access_lock = threading.Lock()
+
+
+def _config_version() -> str | None:
+    with connection.cursor() as cursor:
+        # Raw SQL: this runs on every request, and the ORM would cost ten times as much.
+        cursor.execute("SELECT version FROM agents_configstamp WHERE id = %s", [1])
+        row = cursor.fetchone()
+    return row[0] if row else None
+
+
+def access_cache() -> _AccessCache:
+    """The current access cache: one primary-key read decides whether it is still valid."""
+    global _access
+    version = _config_version()
+    with _access_lock:
+        if _access.version != version:
+            _access = _AccessCache(version=version)
+        return _access
+
+
+def api_key_cached(*, cache: _AccessCache, prefix: str) -> ApiKey | None:
+    """The key with this visible prefix, with ``allowed_agent_ids`` (empty: all agents).
+
+    Unknown prefixes are not remembered, so guessing cannot grow the cache."""
+    key = cache.keys.get(prefix)
+    if key is None:
+        key = ApiKey.objects.filter(prefix=prefix).first()
+        if key is not None:
+            key.allowed_agent_ids = frozenset(key.agents.values_list("pk", flat=True))
+            cache.keys[prefix] = key
+    return key
+
+
+def agent_cached(*, cache: _AccessCache, slug: str) -> Agent | None:
+    """The enabled agent with this model id (with its provider), or ``None``."""
+    agent = cache.agents.get(slug)
+    if agent is None:
+        agent = Agent.objects.select_related("provider").filter(slug=slug, enabled=True).first()
+        if agent is not None:
+            cache.agents[slug] = agent
+    return agent
 
 
 def model_list(*, api_key: ApiKey | None) -> list[Agent]:

@@ -18,7 +18,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from agents import llm
+from agents import llm, selectors
 from agents.exceptions import (
     AgentNotFound,
     AuthenticationFailed,
@@ -27,7 +27,7 @@ from agents.exceptions import (
     PermissionDenied,
     RateLimited,
 )
-from agents.models import Agent, ApiKey, Message, Provider, Thread
+from agents.models import Agent, ApiKey, ConfigStamp, Message, Provider, Thread
 
 # ---------------------------------------------------------------------------------------------
 # API keys
@@ -71,15 +71,24 @@ def api_key_create(
 
 def api_key_revoke(*, key: ApiKey) -> None:
     ApiKey.objects.filter(pk=key.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
+    config_changed()
 
 
-def api_key_authenticate(*, raw: str, scope: str = ApiKey.Scope.CHAT) -> ApiKey:
+def config_changed() -> None:
+    """Renew the configuration stamp: every process drops its cached keys and agents on its
+    next request. Called by signals on save/delete, and by services that use ``update()``."""
+    ConfigStamp.objects.update_or_create(pk=1, defaults={"version": uuid.uuid4().hex})
+
+
+def api_key_authenticate(
+    *, raw: str, scope: str = ApiKey.Scope.CHAT, cache: Any = None
+) -> ApiKey:
     """The key for ``raw`` or :class:`AuthenticationFailed`. Constant-time on the secret."""
     invalid = AuthenticationFailed("Incorrect API key provided.")
     prefix = raw[: len(KEY_PREFIX) + 8]
     if not raw.startswith(KEY_PREFIX) or raw[len(prefix) : len(prefix) + 1] != "_":
         raise invalid
-    key = ApiKey.objects.filter(prefix=prefix).first()
+    key = selectors.api_key_cached(cache=cache or selectors.access_cache(), prefix=prefix)
     digest = _hash_secret(raw)
     if key is None:
         hmac.compare_digest(digest, digest)  # same work either way
@@ -96,7 +105,9 @@ def api_key_authenticate(*, raw: str, scope: str = ApiKey.Scope.CHAT) -> ApiKey:
             f"This API key does not have the {scope!r} scope.", code="insufficient_scope"
         )
     if key.last_used_at is None or now - key.last_used_at > timedelta(seconds=60):
+        # Not a configuration change: no new stamp, the cached copy is updated in place.
         ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
+        key.last_used_at = now
     return key
 
 
@@ -134,8 +145,9 @@ def request_authorize(
     403 (model not allowed for this key).
     """
     key = None
+    cache = selectors.access_cache()
     if raw_key:
-        key = api_key_authenticate(raw=raw_key)
+        key = api_key_authenticate(raw=raw_key, cache=cache)
         api_key_throttle(key=key)
     elif not anonymous_allowed:
         raise AuthenticationFailed(
@@ -144,13 +156,13 @@ def request_authorize(
         )
     if agent_slug is None:
         return key, None
-    agent = Agent.objects.select_related("provider").filter(slug=agent_slug, enabled=True).first()
+    agent = selectors.agent_cached(cache=cache, slug=agent_slug)
     if agent is None:
         raise AgentNotFound(
             f"The model '{agent_slug}' does not exist or you do not have access to it.",
             param="model",
         )
-    if key is not None and key.agents.exists() and not key.agents.filter(pk=agent.pk).exists():
+    if key is not None and key.allowed_agent_ids and agent.pk not in key.allowed_agent_ids:
         raise PermissionDenied(
             f"This API key may not use the model '{agent_slug}'.", param="model"
         )

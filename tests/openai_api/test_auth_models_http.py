@@ -8,7 +8,6 @@ import httpx
 import pytest
 from django.utils import timezone
 
-from agents.models import Agent, ApiKey
 from agents.services import api_key_revoke
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -45,7 +44,8 @@ def test_bad_keys_are_401_invalid_api_key(gaia_server, echo_agent, make_key, sta
     elif state == "revoked":
         api_key_revoke(key=key)
     elif state == "expired":
-        ApiKey.objects.filter(pk=key.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+        key.expires_at = timezone.now() - timedelta(seconds=1)
+        key.save(update_fields=["expires_at"])
     r = post(gaia_server, headers)
     assert r.status_code == 401
     assert r.json()["error"]["code"] == "invalid_api_key"
@@ -140,7 +140,8 @@ def test_admin_edits_show_on_next_request(gaia_server, make_agent, api_key):
     agent = make_agent(slug="live", display_name="Before")
     url = gaia_server.v1 + "/models/live"
     created = httpx.get(url, headers={"x-api-key": api_key}).json()["created"]
-    Agent.objects.filter(pk=agent.pk).update(display_name="After", description="Edited")
+    agent.display_name, agent.description = "After", "Edited"
+    agent.save()  # as the admin does
     entry = httpx.get(url, headers={"x-api-key": api_key}).json()
     assert entry["name"] == "After"
     assert entry["description"] == "Edited"
@@ -185,3 +186,27 @@ def test_health_is_503_when_redis_is_down(gaia_server_factory):
     assert body["checks"]["database"]["status"] == "ok"
     assert body["checks"]["broker"]["status"] == "error"
     assert body["checks"]["channel_layer"]["status"] == "error"
+
+
+def test_config_changes_show_on_the_next_request(gaia_server, make_agent, make_key, admin_client):
+    """The server caches keys and agents; every kind of change must still show at once."""
+    from django.urls import reverse
+
+    agent = make_agent(slug="cached")
+    other = make_agent(slug="cached-other")
+    key, secret = make_key()
+    headers = {"x-api-key": secret}
+    assert post(gaia_server, headers, {**BODY, "model": "cached"}).status_code == 200
+    # An admin bulk action (a queryset update, no save signals).
+    admin_client.post(reverse("admin:agents_agent_changelist"),
+                      {"action": "disable_agents", "_selected_action": [agent.pk]})
+    assert post(gaia_server, headers, {**BODY, "model": "cached"}).status_code == 404
+    # Restricting the key to another agent (a many-to-many change).
+    key.agents.set([other])
+    assert post(gaia_server, headers, {**BODY, "model": "cached-other"}).status_code == 200
+    admin_client.post(reverse("admin:agents_agent_changelist"),
+                      {"action": "enable_agents", "_selected_action": [agent.pk]})
+    assert post(gaia_server, headers, {**BODY, "model": "cached"}).status_code == 403
+    # Deleting the key.
+    key.delete()
+    assert post(gaia_server, headers, {**BODY, "model": "cached-other"}).status_code == 401
