@@ -175,7 +175,6 @@ class ChatCompletionCreateApi(V1View):
         ))
         await turn.open()
         keepalive = settings.GAIA_KEEPALIVE_SECONDS
-        headers = {"X-Gaia-Thread-Id": str(turn.thread_id)}
         if not req.stream:
             first = await turn.first(wait=3600)
             result = await turn.collect(first)
@@ -185,7 +184,7 @@ class ChatCompletionCreateApi(V1View):
                     text=result.text, reasoning=result.reasoning, tool_calls=result.tool_calls,
                     finish_reason=result.finish_reason, usage=turn.usage,
                 ),
-                headers=headers,
+                headers=turn.reply_headers(),
             )
         first = await turn.first(wait=keepalive)
         chunks = chat.ChunkStream(
@@ -195,7 +194,7 @@ class ChatCompletionCreateApi(V1View):
         return StreamingHttpResponse(
             chat_sse(turn, first, chunks, keepalive),
             content_type="text/event-stream",
-            headers={**SSE_HEADERS, **headers},
+            headers={**SSE_HEADERS, **turn.reply_headers()},
         )
 
 
@@ -292,7 +291,6 @@ class ResponseCreateApi(V1View):
         ))
         await _open_turn(turn, images_param="input")
         keepalive = settings.GAIA_KEEPALIVE_SECONDS
-        headers = {"X-Gaia-Thread-Id": str(turn.thread_id)}
         echo = responses.echo_fields(req)
         if not req.stream:
             first = await turn.first(wait=3600)
@@ -306,7 +304,7 @@ class ResponseCreateApi(V1View):
                         tool_calls=result.tool_calls),
                     usage=turn.usage, echo=echo,
                 ),
-                headers=headers,
+                headers=turn.reply_headers(),
             )
         first = await turn.first(wait=keepalive)
         stream = responses.ResponseEventStream(response_id=response_id, model=agent.slug,
@@ -314,7 +312,7 @@ class ResponseCreateApi(V1View):
         return StreamingHttpResponse(
             responses_sse(turn, first, stream, keepalive),
             content_type="text/event-stream",
-            headers={**SSE_HEADERS, **headers},
+            headers={**SSE_HEADERS, **turn.reply_headers()},
         )
 
 
@@ -382,7 +380,6 @@ class MessageCreateApi(V1View):
         ))
         await _open_turn(turn, images_param="messages")
         keepalive = settings.GAIA_KEEPALIVE_SECONDS
-        headers = {"X-Gaia-Thread-Id": str(turn.thread_id)}
         if not req.stream:
             first = await turn.first(wait=3600)
             result = await turn.collect(first)
@@ -392,7 +389,7 @@ class MessageCreateApi(V1View):
                     reasoning=result.reasoning, tool_calls=result.tool_calls,
                     finish_reason=result.finish_reason, usage=turn.usage,
                 ),
-                headers=headers,
+                headers=turn.reply_headers(),
             )
         assert turn.request is not None
         input_tokens, _ = backend_for(agent.provider).count_tokens(turn.request)
@@ -401,7 +398,7 @@ class MessageCreateApi(V1View):
         return StreamingHttpResponse(
             messages_sse(turn, first, stream, keepalive, input_tokens),
             content_type="text/event-stream",
-            headers={**SSE_HEADERS, **headers},
+            headers={**SSE_HEADERS, **turn.reply_headers()},
         )
 
 

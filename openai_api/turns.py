@@ -87,7 +87,7 @@ class Turn:
         self.spec = spec
         self.agent = spec.agent
         self.result = services.TurnResult(response_id=spec.response_id)
-        self.thread_id: Any = None
+        self._begin_task: asyncio.Future[services.TurnStart] | None = None
         self.request: llm.LLMRequest | None = None
         self._start: services.TurnStart | None = None
         self._stream: Any = None
@@ -103,10 +103,15 @@ class Turn:
     # -- opening ---------------------------------------------------------------------------
 
     async def open(self) -> None:
-        """Take the thread's lease, store the new messages and build the backend request.
+        """Check the request, take the thread's lease and build the backend request.
 
-        Raises :class:`GaiaError` subclasses (400 context, 409 busy, 404 thread) before any
-        output exists.
+        A named session (a session header, an explicit thread) waits for its thread's lease
+        and stores the new messages first. A derived session never waits for a lease and its
+        history is the client's own, so storing it overlaps the provider's time to first
+        token instead of adding to it (:meth:`first` joins the two).
+
+        Raises :class:`GaiaError` subclasses (400 context or images, 409 busy, 404 thread)
+        before any output exists.
         """
         spec = self.spec
         client = spec.request
@@ -124,30 +129,14 @@ class Turn:
                 param="tools", code="tools_not_supported",
             )
         workspace = extract_workspace_root(client.messages)
-        session_key = spec.session_key or services.session_key_fallback(
-            model=spec.agent.slug, user=spec.user, messages=client.messages
-        )
-        deadline = time.monotonic() + settings.GAIA_THREAD_WAIT_SECONDS
-        delay = 0.02
-        while True:
-            start = await run_db(
-                services.thread_turn_begin,
-                agent=spec.agent, api_key=spec.api_key, session_key=session_key,
-                thread_id=spec.thread_id, user=spec.user, incoming=client.messages,
-                workspace_root=workspace, dialect=spec.dialect,
-                lease_seconds=settings.GAIA_THREAD_LOCK_SECONDS,
-                exclusive=bool(spec.thread_id or spec.session_key),
-            )
-            if start is not None:
-                break
-            if time.monotonic() > deadline:
-                raise Conflict("Another request is still running on this thread.",
-                               code="thread_busy")
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 0.25)
-        self._start = start
-        self.thread_id = start.thread_id
-        self.request = self.build_request(start.history, workspace)
+        exclusive = bool(spec.thread_id or spec.session_key)
+        begin = self._begin(workspace, exclusive=exclusive)
+        if exclusive:
+            self._start = await begin
+            self.request = self.build_request(self._start.history, workspace)
+        else:
+            self.request = self.build_request(client.messages, workspace)
+            self._begin_task = asyncio.ensure_future(begin)
         limit = spec.agent.max_input_tokens
         if limit:
             used, _ = backend.count_tokens(self.request)
@@ -159,6 +148,50 @@ class Turn:
                 raise error
         if settings.GAIA_SHOW_PROMPTS:
             prompt_log.debug("prompt to %s: %r", spec.agent.provider.name, self.request)
+
+    async def _begin(self, workspace: str | None, *, exclusive: bool) -> services.TurnStart:
+        spec = self.spec
+        session_key = spec.session_key or services.session_key_fallback(
+            model=spec.agent.slug, user=spec.user, messages=spec.request.messages
+        )
+        deadline = time.monotonic() + settings.GAIA_THREAD_WAIT_SECONDS
+        delay = 0.02
+        while True:
+            start = await run_db(
+                services.thread_turn_begin,
+                agent=spec.agent, api_key=spec.api_key, session_key=session_key,
+                thread_id=spec.thread_id, user=spec.user, incoming=spec.request.messages,
+                workspace_root=workspace, dialect=spec.dialect,
+                lease_seconds=settings.GAIA_THREAD_LOCK_SECONDS, exclusive=exclusive,
+            )
+            if start is not None:
+                return start
+            if time.monotonic() > deadline:
+                raise Conflict("Another request is still running on this thread.",
+                               code="thread_busy")
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.25)
+
+    async def _started(self) -> services.TurnStart | None:
+        """The turn's thread record, once stored; ``None`` if storing it failed."""
+        if self._start is None and self._begin_task is not None:
+            try:
+                self._start = await asyncio.shield(self._begin_task)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                if self._begin_task.done():
+                    return None
+                raise
+        return self._start
+
+    @property
+    def thread_id(self) -> Any:
+        assert self._start is not None, "the turn's thread is known once first() returned"
+        return self._start.thread_id
+
+    def reply_headers(self) -> dict[str, str]:
+        return {"X-Gaia-Thread-Id": str(self.thread_id)}
 
     def build_request(self, history: list[llm.Message], workspace: str | None) -> llm.LLMRequest:
         agent, client = self.agent, self.spec.request
@@ -185,14 +218,18 @@ class Turn:
     async def first(self, wait: float) -> Any:
         """The first event, waiting at most ``wait`` seconds; ``KEEPALIVE`` if none came yet.
 
-        A backend error here propagates (and is recorded): nothing was sent to the client yet.
+        Returns once the turn's messages are stored too (so ``thread_id`` is known). A backend
+        error here propagates (and is recorded): nothing was sent to the client yet.
         """
         assert self.request is not None
         self._stream = backend_stream(self.agent.provider, self.request)
         try:
-            return await self._next(wait)
+            event = await self._next(wait)
+            if await self._started() is None:
+                await self._begin_task  # re-raises why the turn could not be stored
+            return event
         except BaseException as exc:
-            await self.close(error=exc)
+            await self._shielded_close(exc)
             raise
 
     async def _next(self, wait: float) -> Any:
@@ -280,7 +317,7 @@ class Turn:
 
     async def close(self, *, error: BaseException | None = None) -> None:
         """Persist the outcome and release the lease; idempotent."""
-        if self._closed or self._start is None:
+        if self._closed:
             return
         self._closed = True
         if self._pending is not None:
@@ -290,6 +327,12 @@ class Turn:
                 await self._stream.aclose()
             except Exception:  # noqa: BLE001 - closing a failed stream must not mask the error
                 log.debug("closing backend stream failed", exc_info=True)
+        if self._start is None:
+            try:
+                if await self._started() is None:
+                    return
+            except Exception:  # the turn was never stored: nothing to record it on
+                return
         r = self.result
         r.text = "".join(self._text)
         r.reasoning = "".join(self._reasoning)
