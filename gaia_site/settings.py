@@ -69,6 +69,13 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 
+# The machine API (/v1, /health) runs behind these only: natively async, no thread hops, no
+# sessions or CSRF (API keys, not cookies). See gaia_site/asgi.py.
+API_MIDDLEWARE = [
+    "corsheaders.middleware.CorsMiddleware",
+    "openai_api.middleware.ApiEdgeMiddleware",
+]
+
 ROOT_URLCONF = "gaia_site.urls"
 TEMPLATES = [
     {

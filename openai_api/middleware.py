@@ -1,4 +1,5 @@
-"""Edge middleware for /v1: raw request logging (secrets redacted) in debug mode.
+"""Edge middleware for /v1: raw request logging (secrets redacted) in debug mode, and the one
+security header an API needs (the browser middleware does not run on /v1; see asgi.py).
 
 Never reads or wraps a streaming response, so nothing here buffers SSE.
 """
@@ -51,4 +52,6 @@ class ApiEdgeMiddleware:
                 log.debug("raw request\n%s", describe_request(request))
             except Exception:  # logging must never fail a request
                 log.debug("raw request (unreadable body) %s %s", request.method, request.path)
-        return await self.get_response(request)
+        response = await self.get_response(request)
+        response.headers.setdefault("X-Content-Type-Options", "nosniff")
+        return response
