@@ -148,7 +148,7 @@ class Thread(models.Model):
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="threads")
-    session_key = models.CharField(max_length=300, db_index=True)
+    session_key = models.CharField(max_length=300)
     api_key = models.ForeignKey(
         ApiKey, null=True, blank=True, on_delete=models.SET_NULL, related_name="threads"
     )
@@ -167,7 +167,7 @@ class Thread(models.Model):
     )
     # Chain digest of the conversation so far: a client resending its history is matched to
     # the thread in one indexed query (see agents.services.thread_resolve).
-    history_digest = models.CharField(max_length=64, db_index=True, editable=False)
+    history_digest = models.CharField(max_length=64, editable=False)
     # Cross-process turn lease: one turn at a time per thread.
     lock_token = models.CharField(max_length=32, blank=True, editable=False)
     lock_expires_at = models.DateTimeField(null=True, blank=True, editable=False)
@@ -177,7 +177,13 @@ class Thread(models.Model):
 
     class Meta:
         ordering = ["-updated_at"]
-        indexes = [models.Index(fields=["api_key", "session_key"])]
+        # Resolving a turn's thread: by digest within a session, and the session's latest.
+        # Both stay direct lookups however many threads share a session key (identical
+        # first messages without a session id all do).
+        indexes = [
+            models.Index(fields=["session_key", "history_digest"], name="thread_session_digest"),
+            models.Index(fields=["session_key", "-updated_at"], name="thread_session_recent"),
+        ]
 
     def __str__(self) -> str:
         return self.title or str(self.id)

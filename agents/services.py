@@ -404,13 +404,16 @@ def thread_turn_begin(
                 Thread.objects.filter(
                     api_key=api_key, session_key=session_key, agent=agent,
                     history_digest__in=chain,
-                ).order_by("-updated_at")[:20]
+                ).only("pk", "session_key", "history_digest", "message_count", "workspace_root")
+                .order_by("-updated_at")[:20]
             )
             if candidates:
                 by_len = {d: i for i, d in enumerate(chain)}
                 thread = max(candidates, key=lambda t: by_len[t.history_digest])
                 matched = by_len[thread.history_digest]
-            else:
+            elif any(m.role == "assistant" for m in incoming):
+                # A history with earlier replies that no stored thread has: an edit, so the
+                # new thread records the one it branched from. (A first turn is simply new.)
                 thread = (
                     Thread.objects.filter(api_key=api_key, session_key=session_key, agent=agent)
                     .only("pk", "session_key").order_by("-updated_at").first()

@@ -25,13 +25,28 @@ from gaia_site.routing import websocket_urlpatterns  # noqa: E402
 from openai_api.asgi import BodyLimit  # noqa: E402
 
 
+class ApiASGIHandler(ASGIHandler):
+    """Django's handler without a thread per request.
+
+    ``ASGIHandler`` opens a ``ThreadSensitiveContext`` per request, so the few sync calls
+    Django itself makes (the request_started/finished signal receivers) start a new thread for
+    every request. API views never run sync code on that thread (the ORM runs on
+    ``agents.database``'s threads), so those calls can share asgiref's one long-lived thread.
+    """
+
+    async def __call__(self, scope, receive, send):  # type: ignore[no-untyped-def]
+        if scope["type"] != "http":
+            raise ValueError(f"Django can only handle ASGI/HTTP connections, not {scope['type']}.")
+        await self.handle(scope, receive, send)
+
+
 def _api_handler() -> ASGIHandler:
     # Django builds a handler's middleware chain from settings.MIDDLEWARE when it is created;
     # build this one from the API list instead (once, at start-up).
     full = settings.MIDDLEWARE
     settings.MIDDLEWARE = settings.API_MIDDLEWARE
     try:
-        return ASGIHandler()
+        return ApiASGIHandler()
     finally:
         settings.MIDDLEWARE = full
 
