@@ -399,6 +399,10 @@ def thread_turn_begin(
                 stateful = True
             else:
                 forked = True
+        elif not exclusive and not any(m.role == "assistant" for m in incoming):
+            # A first turn with no session id: nothing to continue (a retry after a failed
+            # first turn starts afresh; the failed thread stays as the record of it).
+            pass
         else:
             candidates = list(
                 Thread.objects.filter(
