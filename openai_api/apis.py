@@ -13,6 +13,7 @@ import json
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
@@ -192,31 +193,49 @@ class ChatCompletionCreateApi(V1View):
             include_usage=bool(req.stream_options and req.stream_options.include_usage),
         )
         return StreamingHttpResponse(
-            chat_sse(turn, first, chunks, keepalive),
+            turn_sse(turn, first, keepalive, start=chunks.start(), render=chunks.event,
+                     finish=lambda: chunks.usage(turn.usage),
+                     fail=lambda exc: sse_data(openai_error_body(exc)), done=SSE_DONE),
             content_type="text/event-stream",
             headers={**SSE_HEADERS, **turn.reply_headers()},
         )
 
 
-async def chat_sse(turn: Turn, first: Any, chunks: chat.ChunkStream, keepalive: float) -> Any:
-    yield chunks.start()
+async def turn_sse(
+    turn: Turn,
+    first: Any,
+    keepalive: float,
+    *,
+    start: bytes,
+    render: Callable[[Any], bytes],
+    finish: Callable[[], bytes],
+    fail: Callable[[GaiaError], bytes],
+    keepalive_frame: bytes = SSE_KEEPALIVE,
+    done: bytes = b"",
+) -> Any:
+    """A turn's events as one dialect's SSE body.
+
+    ``start`` opens the stream, ``render`` turns each canonical event into frames (or ``b""``),
+    ``keepalive_frame`` fills the backend's silences, ``finish`` closes a complete reply; after
+    the first byte an error becomes ``fail``'s in-band frame. A client that goes away cancels
+    the turn (``turn.events`` records it) and gets nothing more.
+    """
+    yield start
     try:
         async with contextlib.aclosing(turn.events(first, keepalive)) as events:
             async for event in events:
-                if event is KEEPALIVE:
-                    yield SSE_KEEPALIVE
-                elif not isinstance(event, llm.Usage):
-                    frame = chunks.event(event)
-                    if frame:
-                        yield frame
-        usage = chunks.usage(turn.usage)
-        if usage:
-            yield usage
+                frame = keepalive_frame if event is KEEPALIVE else render(event)
+                if frame:
+                    yield frame
+        closing = finish()
+        if closing:
+            yield closing
     except asyncio.CancelledError:
         raise
     except Exception as exc:  # after the first byte errors go in-band
-        yield sse_data(openai_error_body(as_gaia_error(exc)))
-    yield SSE_DONE
+        yield fail(as_gaia_error(exc))
+    if done:
+        yield done
 
 
 class NotFoundApi(V1View):
@@ -310,30 +329,12 @@ class ResponseCreateApi(V1View):
         stream = responses.ResponseEventStream(response_id=response_id, model=agent.slug,
                                                echo=echo)
         return StreamingHttpResponse(
-            responses_sse(turn, first, stream, keepalive),
+            turn_sse(turn, first, keepalive, start=stream.start(), render=stream.event,
+                     finish=lambda: stream.finish(turn.usage, turn.result.finish_reason),
+                     fail=lambda exc: stream.failed(exc, turn.usage), done=SSE_DONE),
             content_type="text/event-stream",
             headers={**SSE_HEADERS, **turn.reply_headers()},
         )
-
-
-async def responses_sse(turn: Turn, first: Any, stream: responses.ResponseEventStream,
-                        keepalive: float) -> Any:
-    yield stream.start()
-    try:
-        async with contextlib.aclosing(turn.events(first, keepalive)) as events:
-            async for event in events:
-                if event is KEEPALIVE:
-                    yield SSE_KEEPALIVE
-                else:
-                    frame = stream.event(event)
-                    if frame:
-                        yield frame
-        yield stream.finish(turn.usage, turn.result.finish_reason)
-    except asyncio.CancelledError:
-        raise
-    except Exception as exc:  # after the first byte errors go in-band
-        yield stream.failed(as_gaia_error(exc), turn.usage)
-    yield SSE_DONE
 
 
 class ResponseDetailApi(V1View):
@@ -396,29 +397,13 @@ class MessageCreateApi(V1View):
         first = await turn.first(wait=keepalive)
         stream = messages.MessageEventStream(message_id=message_id, model=agent.slug)
         return StreamingHttpResponse(
-            messages_sse(turn, first, stream, keepalive, input_tokens),
+            turn_sse(turn, first, keepalive, start=stream.start(input_tokens),
+                     render=stream.event, keepalive_frame=messages.ping(),
+                     finish=lambda: stream.finish(turn.usage, turn.result.finish_reason),
+                     fail=messages.error_event),
             content_type="text/event-stream",
             headers={**SSE_HEADERS, **turn.reply_headers()},
         )
-
-
-async def messages_sse(turn: Turn, first: Any, stream: messages.MessageEventStream,
-                       keepalive: float, input_tokens: int) -> Any:
-    yield stream.start(input_tokens)
-    try:
-        async with contextlib.aclosing(turn.events(first, keepalive)) as events:
-            async for event in events:
-                if event is KEEPALIVE:
-                    yield messages.ping()
-                else:
-                    frame = stream.event(event)
-                    if frame:
-                        yield frame
-        yield stream.finish(turn.usage, turn.result.finish_reason)
-    except asyncio.CancelledError:
-        raise
-    except Exception as exc:  # after the first byte errors go in-band
-        yield messages.error_event(as_gaia_error(exc))
 
 
 class MessageCountTokensApi(V1View):

@@ -143,15 +143,11 @@ class Load:
 
             async def worker() -> None:
                 while time.perf_counter() < stop:
-                    t = time.perf_counter()
                     try:
                         await self.one(session)
                     except Exception as exc:  # counted, never fatal for the run
                         kind = str(exc).split(":")[0][:40] or type(exc).__name__
                         self.errors[kind] = self.errors.get(kind, 0) + 1
-                    if t < measure_from:  # warm-up samples are dropped
-                        self.latency = [x for x in self.latency if False]
-                        self.ttft.clear()
 
             async def mark() -> None:
                 await asyncio.sleep(warmup)
@@ -180,7 +176,9 @@ class Load:
 # ---------------------------------------------------------------------------------------------
 
 
-def start_server(args: argparse.Namespace, data_dir: Path) -> tuple[subprocess.Popen[bytes], str, str]:
+def start_server(
+    args: argparse.Namespace, data_dir: Path
+) -> tuple[subprocess.Popen[bytes], str, str]:
     env = {**os.environ, "GAIA_DATA_DIR": str(data_dir)}
     python = sys.executable
     manage = [python, str(ROOT / "manage.py")]
