@@ -15,7 +15,7 @@ from typing import Any
 
 from django.core.cache import cache
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
 
 from agents import llm, selectors
@@ -348,8 +348,6 @@ class TurnStart:
     thread_id: uuid.UUID
     lock_token: str
     history: list[llm.Message]  # what the backend gets, system prompt aside
-    created: bool
-    forked: bool
     base_digest: str  # the thread's digest once the new messages are stored
     next_seq: int  # the reply's position in the thread
 
@@ -437,8 +435,7 @@ def thread_turn_begin(
             Message.objects.bulk_create(
                 [_message_row(new, i, m, dialect) for i, m in enumerate(incoming)]
             )
-            return TurnStart(new.pk, token, incoming, True, parent is not None, chain[-1],
-                             len(incoming))
+            return TurnStart(new.pk, token, incoming, chain[-1], len(incoming))
 
         if thread is None or forked:
             return create(thread)
@@ -479,12 +476,10 @@ def thread_turn_begin(
         if workspace_root and workspace_root != thread.workspace_root:
             update["workspace_root"] = workspace_root
         Thread.objects.filter(pk=thread.pk).update(**update)
-    return TurnStart(thread.pk, token, history, False, False, new_chain[-1], count)
+    return TurnStart(thread.pk, token, history, new_chain[-1], count)
 
 
-def _lease_free(now: Any) -> Any:
-    from django.db.models import Q
-
+def _lease_free(now: Any) -> Q:
     return Q(lock_expires_at__isnull=True) | Q(lock_expires_at__lt=now)
 
 

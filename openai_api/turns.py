@@ -173,16 +173,9 @@ class Turn:
             delay = min(delay * 2, 0.25)
 
     async def _started(self) -> services.TurnStart | None:
-        """The turn's thread record, once stored; ``None`` if storing it failed."""
+        """The turn's thread record once stored (raises why storing it failed)."""
         if self._start is None and self._begin_task is not None:
-            try:
-                self._start = await asyncio.shield(self._begin_task)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                if self._begin_task.done():
-                    return None
-                raise
+            self._start = await asyncio.shield(self._begin_task)
         return self._start
 
     @property
@@ -225,8 +218,7 @@ class Turn:
         self._stream = backend_stream(self.agent.provider, self.request)
         try:
             event = await self._next(wait)
-            if await self._started() is None:
-                await self._begin_task  # re-raises why the turn could not be stored
+            await self._started()
             return event
         except BaseException as exc:
             await self._shielded_close(exc)
