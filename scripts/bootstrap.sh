@@ -18,14 +18,18 @@ fi
 
 target="."
 [ "$extras" = "dev" ] && target=".[dev]"
+# The local model runtime builds from source. Its multimodal part is not needed, and the
+# build targets AVX2 rather than "whatever this CPU has": on hosts that report Intel AMX
+# (Sapphire Rapids) but do not let a process use it, a native build crashes on its first
+# multi-token prompt.
+export CMAKE_ARGS="${CMAKE_ARGS:--DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF}"
 stamp=".venv/.gaia-install-$extras"
-want="$(cat pyproject.toml | sha256sum | cut -d' ' -f1)"
+want="$( (cat pyproject.toml; echo "$CMAKE_ARGS") | sha256sum | cut -d' ' -f1)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "Installing Gaia and its dependencies into .venv (the first time builds llama.cpp:" \
        "several minutes on 2 cores; later installs reuse pip's wheel cache) ..."
   .venv/bin/python -m pip install --quiet --upgrade pip
-  # The local model runtime builds from source; its multimodal part is not needed.
-  CMAKE_ARGS="${CMAKE_ARGS:--DLLAVA_BUILD=OFF}" .venv/bin/python -m pip install --quiet -e "$target"
+  .venv/bin/python -m pip install --quiet -e "$target"
   echo "$want" > "$stamp"
 fi
 export PATH="$GAIA_ROOT/.venv/bin:$PATH"
