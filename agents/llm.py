@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -172,7 +172,14 @@ class Backend(Protocol):
     accepts_images: bool
     accepts_tools: bool
 
-    def stream(self, request: LLMRequest) -> AsyncIterator[Event]: ...
+    def stream(
+        self, request: LLMRequest, *, on_sent: Callable[[], None] | None = None
+    ) -> AsyncIterator[Event]:
+        """The reply as canonical events. ``on_sent`` is called once, as soon as the request
+        is on its way to the model (so the caller can do its own work while the model
+        thinks instead of slowing the request down); a backend that cannot tell calls it
+        when it starts."""
+        ...
 
     def count_tokens(self, request: LLMRequest) -> tuple[int, bool]:
         """Input tokens of ``request`` and whether the count is an estimate."""

@@ -75,7 +75,8 @@ def _semaphore(provider: Provider) -> asyncio.Semaphore:
 
 
 async def backend_stream(
-    provider: Provider, request: LLMRequest, *, queue_timeout: float | None = None
+    provider: Provider, request: LLMRequest, *, queue_timeout: float | None = None,
+    on_sent: Callable[[], None] | None = None,
 ) -> AsyncIterator[Event]:
     """Stream ``request`` from the provider within its concurrency limit and timeouts.
 
@@ -96,7 +97,7 @@ async def backend_stream(
             f"Provider {provider.name!r} is at its concurrency limit; try again shortly.",
             retry_after=1,
         ) from None
-    stream = backend.stream(request)
+    stream = backend.stream(request, on_sent=on_sent)
     try:
         while True:
             try:

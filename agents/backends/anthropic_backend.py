@@ -19,10 +19,10 @@ from __future__ import annotations
 import asyncio
 import json
 import weakref
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
-from agents.backends.openai_compat import load_sdk, map_upstream_error, upstream_error_text
+from agents.backends.upstream import load_sdk, map_sdk_error, upstream_error_text
 from agents.exceptions import BackendError, BackendRateLimited
 from agents.llm import (
     Event,
@@ -220,16 +220,18 @@ class AnthropicBackend:
         elif httpx2 is not None and isinstance(exc, httpx2.TransportError):
             return BackendError(f"Provider {self.name!r} is unreachable or closed the "
                                 f"connection ({type(exc).__name__}).")
-        return map_upstream_error(exc, provider=self.name, credential=self.api_key,
-                                  sdk=anthropic)
+        return map_sdk_error(exc, provider=self.name, credential=self.api_key, sdk=anthropic)
 
-    async def stream(self, request: LLMRequest) -> AsyncIterator[Event]:
+    async def stream(self, request: LLMRequest, *,
+                     on_sent: Callable[[], None] | None = None) -> AsyncIterator[Event]:
         params = self.params(request)
         await load_sdk("anthropic")
         try:
             upstream = await self.client().messages.create(**params)
         except Exception as exc:
             raise self._error(exc) from None
+        if on_sent is not None:  # the SDK tells no sooner than the response headers
+            on_sent()
         tools: dict[int, int] = {}  # content block index -> tool call index
         input_tokens = output_tokens = 0
         seen_usage = False

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from agents.exceptions import BackendError, BackendRateLimited, BackendTimeout
@@ -73,7 +73,10 @@ class FakeBackend:
                 return m.text
         return ""
 
-    async def stream(self, request: LLMRequest) -> AsyncIterator[Event]:
+    async def stream(self, request: LLMRequest, *,
+                     on_sent: Callable[[], None] | None = None) -> AsyncIterator[Event]:
+        if on_sent is not None:
+            on_sent()
         opts = self.options
         fail = opts.get("fail")
         ttft = float(opts.get("ttft_ms", 0)) / 1000

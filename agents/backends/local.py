@@ -269,7 +269,8 @@ class LocalBackend:
             "repeat_penalty": float(o.get("repeat_penalty", 1.1)),
         }
 
-    async def stream(self, request: LLMRequest) -> AsyncIterator[Event]:
+    async def stream(self, request: LLMRequest, *,
+                     on_sent: Callable[[], None] | None = None) -> AsyncIterator[Event]:
         loop = asyncio.get_running_loop()
         model = await asyncio.to_thread(self.model)  # the first load takes a moment
         prompt = model.prompt(request)
@@ -298,6 +299,8 @@ class LocalBackend:
             name=f"gaia-local:{self.name}", daemon=True,
         )
         worker.start()
+        if on_sent is not None:
+            on_sent()
         try:
             while True:
                 item = await queue.get()

@@ -1,5 +1,5 @@
 """The ``openai`` provider kind: any OpenAI-compatible Chat Completions server (OpenAI, vLLM,
-Ollama, llama.cpp's server, LM Studio, Lemonade), through the official SDK.
+Ollama, llama.cpp's server, LM Studio, Lemonade), streamed over aiohttp.
 
 Provider fields: ``base_url`` (default ``https://api.openai.com/v1``), the credential
 (``api_key_secret`` or ``api_key_env``), ``default_model``, ``timeout_seconds``.
@@ -10,27 +10,31 @@ Options (``Provider.options``):
 * ``max_tokens_param``: ``"max_tokens"`` (default, understood everywhere) or
   ``"max_completion_tokens"`` (OpenAI's reasoning models);
 * ``images``: ``false`` for text-only models (requests with images are refused early);
-* ``max_retries``: SDK retries of connection errors before any output (default 0).
+* ``max_retries``: retries of a failed connection attempt (default 0).
 
 Always streams, and always asks for ``stream_options.include_usage`` so usage comes from the
 upstream. Closing the event iterator (or cancelling its task) closes the HTTP response.
+
+Why aiohttp and not the ``openai`` SDK or httpx: time to first token is the figure a chat
+user feels, and Gaia's whole budget for it is 5 ms (``scripts/perf/upstream.py``). Against
+the same loopback upstream, the SDK (httpx underneath, a pydantic object per chunk) added
+1-2 ms per request over a bare httpx client, and httpx itself ~0.7 ms over aiohttp (its
+pure-Python HTTP/1.1 machinery, where aiohttp parses in C). The protocol used here is a few
+fields of JSON per chunk, so the client is a plain aiohttp POST and a ten-line SSE reader.
 """
 
 from __future__ import annotations
 
 import asyncio
-import email.utils
-import importlib
-import math
-import sys
-import time
+import json
 import weakref
-from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator, Callable
+from typing import Any
 
-import httpx
+import aiohttp
 
-from agents.exceptions import BackendError, BackendRateLimited, BackendTimeout
+from agents.backends.upstream import error_message, status_error, transport_error
+from agents.exceptions import BackendError
 from agents.llm import (
     Event,
     Finish,
@@ -45,19 +49,9 @@ from agents.llm import (
     estimate_request_tokens,
 )
 
-if TYPE_CHECKING:
-    import openai
-
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
-
-
-async def load_sdk(name: str) -> Any:
-    """The SDK module, imported off the event loop the first time: ``openai`` takes ~0.8 s
-    and ``anthropic`` ~2 s to import, which would stall every other stream on the server."""
-    module = sys.modules.get(name)
-    if module is None:
-        module = await asyncio.to_thread(importlib.import_module, name)
-    return module
+MAX_ERROR_BODY = 64 * 1024
+READ_BUFFER = 1 << 20  # a stream line (one chunk) may be up to twice this
 
 FINISH_REASONS = {
     "stop": "stop",
@@ -66,90 +60,6 @@ FINISH_REASONS = {
     "function_call": "tool_calls",
     "content_filter": "content_filter",
 }
-
-
-def retry_after_seconds(headers: httpx.Headers | None) -> int | None:
-    """Seconds from ``retry-after-ms`` / ``retry-after`` (seconds or an HTTP date)."""
-    if headers is None:
-        return None
-    ms = headers.get("retry-after-ms")
-    if ms:
-        try:
-            return max(1, math.ceil(float(ms) / 1000))
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0, math.ceil(float(value)))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0, math.ceil(when.timestamp() - time.time()))
-
-
-def upstream_error_text(exc: Any, limit: int = 300) -> str:
-    """The upstream's own error message (``error.message`` in its body), shortened."""
-    body = getattr(exc, "body", None)
-    message = None
-    if isinstance(body, dict):
-        inner = body.get("error", body)
-        message = inner.get("message") if isinstance(inner, dict) else inner
-    text = str(message or getattr(exc, "message", "") or exc)
-    return text[:limit]
-
-
-def map_upstream_error(exc: BaseException, *, provider: str, credential: str = "",
-                       sdk: Any = None) -> BackendError:
-    """One :class:`BackendError` for an SDK or transport exception; never leaks the key.
-
-    ``sdk`` is the ``openai`` or ``anthropic`` module: their exception classes share names.
-    """
-    def scrub(text: str) -> str:
-        return text.replace(credential, "***") if credential and len(credential) >= 4 else text
-
-    if isinstance(exc, BackendError):
-        return exc
-    if sdk is None:
-        sdk = importlib.import_module("openai")
-    if isinstance(exc, sdk.APITimeoutError | httpx.TimeoutException):
-        return BackendTimeout(f"Provider {provider!r} did not answer in time.")
-    if isinstance(exc, sdk.APIStatusError):
-        status = exc.status_code
-        if status in (401, 403):
-            return BackendError(
-                f"Provider {provider!r} rejected Gaia's credentials (upstream HTTP {status}); "
-                "an administrator must check the provider's API key.",
-                code="upstream_auth_failed",
-            )
-        if status == 429:
-            return BackendRateLimited(
-                f"Provider {provider!r} is rate limiting requests: "
-                f"{scrub(upstream_error_text(exc))}",
-                retry_after=retry_after_seconds(exc.response.headers),
-            )
-        if status >= 500:
-            return BackendError(
-                f"Provider {provider!r} failed (upstream HTTP {status}): "
-                f"{scrub(upstream_error_text(exc))}"
-            )
-        return BackendError(
-            f"Provider {provider!r} refused the request (upstream HTTP {status}): "
-            f"{scrub(upstream_error_text(exc))}"
-        )
-    if isinstance(exc, sdk.APIConnectionError | httpx.TransportError):
-        return BackendError(
-            f"Provider {provider!r} is unreachable or closed the connection "
-            f"({type(exc.__cause__ or exc).__name__})."
-        )
-    if isinstance(exc, sdk.APIError):
-        return BackendError(f"Provider {provider!r} failed: {scrub(upstream_error_text(exc))}")
-    return BackendError(f"Provider {provider!r} failed ({type(exc).__name__}).")
-
 
 def _message_out(m: Message) -> dict[str, Any]:
     if m.role == "tool":
@@ -209,11 +119,15 @@ class OpenAIBackend:
         self.timeout = timeout
         self.options = options
         self.accepts_images = bool(options.get("images", True))
-        self.extra_headers = {str(k): str(v) for k, v in
-                              (options.get("extra_headers") or {}).items()}
+        self.headers = {
+            # Keyless local servers (Ollama, llama.cpp) ignore the header.
+            **({"Authorization": f"Bearer {api_key}"} if api_key else {}),
+            "Accept": "text/event-stream",
+            **{str(k): str(v) for k, v in (options.get("extra_headers") or {}).items()},
+        }
         self.max_tokens_param = str(options.get("max_tokens_param") or "max_tokens")
-        # One SDK client (connection pool) per event loop: pooled connections belong to one.
-        self._clients: weakref.WeakKeyDictionary[Any, openai.AsyncOpenAI] = (
+        # One client (connection pool) per event loop: pooled connections belong to one.
+        self._sessions: weakref.WeakKeyDictionary[Any, tuple[aiohttp.ClientSession, Any]] = (
             weakref.WeakKeyDictionary())
 
     @classmethod
@@ -229,21 +143,23 @@ class OpenAIBackend:
             options=dict(provider.options or {}),
         )
 
-    def client(self) -> openai.AsyncOpenAI:
-        import openai
-
+    async def session(self) -> aiohttp.ClientSession:
         loop = asyncio.get_running_loop()
-        client = self._clients.get(loop)
-        if client is None:
-            client = self._clients[loop] = openai.AsyncOpenAI(
-                base_url=self.base_url,
-                # Keyless local servers (Ollama, llama.cpp) ignore the header; the SDK needs one.
-                api_key=self.api_key or "no-key",
-                default_headers=self.extra_headers or None,
-                max_retries=int(self.options.get("max_retries", 0)),
-                timeout=httpx.Timeout(self.timeout, connect=min(self.timeout, 10.0)),
+        held = self._sessions.get(loop)
+        if held is None or held[0].closed:
+            trace = aiohttp.TraceConfig()
+            trace.on_request_chunk_sent.append(_request_sent)
+            session = aiohttp.ClientSession(
+                headers=self.headers,
+                timeout=aiohttp.ClientTimeout(total=None, sock_connect=min(self.timeout, 10.0),
+                                              sock_read=self.timeout),
+                connector=aiohttp.TCPConnector(limit=0),  # the provider's limit applies
+                read_bufsize=READ_BUFFER,
+                trace_configs=[trace],
+                trust_env=True,  # HTTP(S)_PROXY and NO_PROXY, as the SDKs honour them
             )
-        return client
+            held = self._sessions[loop] = (session, await _closed_with_loop(session))
+        return held[0]
 
     def count_tokens(self, request: LLMRequest) -> tuple[int, bool]:
         return estimate_request_tokens(request), True
@@ -272,53 +188,134 @@ class OpenAIBackend:
             params["stop"] = request.stop[:4]
         if request.user:
             params["user"] = request.user
-        return params
+        return {**params, **(self.options.get("extra_body") or {})}
 
-    def _error(self, exc: BaseException) -> BackendError:
-        return map_upstream_error(exc, provider=self.name, credential=self.api_key)
-
-    async def stream(self, request: LLMRequest) -> AsyncIterator[Event]:
-        params = self.params(request)
-        extra_body = self.options.get("extra_body") or None
-        await load_sdk("openai")
+    async def _refusal(self, response: aiohttp.ClientResponse) -> BackendError:
+        """The error for a non-2xx answer, from its (bounded) body."""
+        raw = await response.content.read(MAX_ERROR_BODY)
         try:
-            upstream = await self.client().chat.completions.create(
-                **params, extra_body=extra_body)
-        except Exception as exc:
-            raise self._error(exc) from None
+            body: Any = json.loads(raw)
+        except ValueError:
+            body = raw.decode("utf-8", "replace").strip()
+        return status_error(response.status, provider=self.name, credential=self.api_key,
+                            message=error_message(body, response.reason or ""),
+                            headers=response.headers)
+
+    async def _post(self, request: LLMRequest, on_sent: Callable[[], None] | None
+                    ) -> aiohttp.ClientResponse:
+        """POST the request, retrying a failed connection ``max_retries`` times."""
+        session = await self.session()
+        attempts = 1 + max(0, int(self.options.get("max_retries", 0)))
+        for attempt in range(attempts):
+            try:
+                return await session.post(
+                    f"{self.base_url}/chat/completions", json=self.params(request),
+                    trace_request_ctx={"on_sent": on_sent})
+            except aiohttp.ClientConnectorError:
+                if attempt + 1 == attempts:
+                    raise
+                await asyncio.sleep(min(0.25 * 2**attempt, 4.0))
+        raise AssertionError("unreachable")
+
+    async def stream(self, request: LLMRequest, *,
+                     on_sent: Callable[[], None] | None = None) -> AsyncIterator[Event]:
         finish: str | None = None
         usage: Usage | None = None
         try:
-            async for chunk in upstream:
-                if chunk.usage is not None:
-                    u = chunk.usage
-                    usage = Usage(int(u.prompt_tokens or 0), int(u.completion_tokens or 0))
-                for choice in chunk.choices:
-                    delta = choice.delta
-                    if delta is not None:
-                        extra = delta.model_extra or {}
-                        reasoning = extra.get("reasoning_content") or extra.get("reasoning")
-                        if isinstance(reasoning, str) and reasoning:
-                            yield ReasoningDelta(reasoning)
-                        if delta.content:
-                            yield TextDelta(delta.content)
-                        for call in delta.tool_calls or ():
-                            fn = call.function
-                            yield ToolCallDelta(
-                                index=call.index,
-                                id=call.id or None,
-                                name=(fn.name if fn else None) or None,
-                                arguments=(fn.arguments if fn else None) or "",
-                            )
-                    if choice.finish_reason:
-                        finish = FINISH_REASONS.get(choice.finish_reason, "stop")
-        except Exception as exc:
-            raise self._error(exc) from None
-        finally:
-            await upstream.close()
+            async with await self._post(request, on_sent) as response:
+                if response.status >= 300:
+                    raise await self._refusal(response)
+                if response.content_type != "text/event-stream":
+                    raise BackendError(
+                        f"Provider {self.name!r} answered with {response.content_type} instead "
+                        "of an event stream; is its base URL an OpenAI-compatible /v1?")
+                async for data in sse_data(response):
+                    if data == b"[DONE]":
+                        continue  # read on to the end, so the connection goes back to the pool
+                    chunk = json.loads(data)
+                    if not isinstance(chunk, dict):
+                        continue
+                    if chunk.get("error") is not None:
+                        raise BackendError(f"Provider {self.name!r} failed: "
+                                           f"{error_message(chunk, 'error event')}")
+                    u = chunk.get("usage")
+                    if u:
+                        usage = Usage(int(u.get("prompt_tokens") or 0),
+                                      int(u.get("completion_tokens") or 0))
+                    for choice in chunk.get("choices") or ():
+                        delta = choice.get("delta")
+                        if delta:
+                            for event in delta_events(delta):
+                                yield event
+                        if choice.get("finish_reason"):
+                            finish = FINISH_REASONS.get(choice["finish_reason"], "stop")
+        except BackendError:
+            raise
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise transport_error(exc, provider=self.name) from None
+        except ValueError:
+            raise BackendError(f"Provider {self.name!r} sent a malformed stream chunk."
+                               ) from None
         if finish is None:
             raise BackendError(
                 f"Provider {self.name!r} ended its reply without a finish reason.")
         if usage is not None:
             yield usage
         yield Finish(finish)  # type: ignore[arg-type]
+
+
+async def _closed_with_loop(session: aiohttp.ClientSession) -> AsyncIterator[None]:
+    """A started async generator that closes ``session`` when it is closed: an event loop
+    closes every live one as it shuts down (``asyncio.run``, uvicorn, pytest-asyncio), so
+    the pooled connections are closed cleanly instead of being garbage-collected open."""
+    async def keeper() -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            await session.close()
+
+    generator = keeper()
+    await anext(generator)  # registers it with the running loop, parked at the ``yield``
+    return generator
+
+
+async def _request_sent(session: Any, context: Any, params: Any) -> None:
+    on_sent = (context.trace_request_ctx or {}).pop("on_sent", None)
+    if on_sent is not None:
+        on_sent()
+
+
+async def sse_data(response: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
+    """The ``data`` of each server-sent event (other fields are of no use here)."""
+    data: list[bytes] = []
+    async for raw in response.content:
+        line = raw.rstrip(b"\r\n")
+        if not line:
+            if data:
+                yield b"\n".join(data)
+                data = []
+        elif line.startswith(b"data:"):
+            data.append(line[6:] if line[5:6] == b" " else line[5:])
+    if data:
+        yield b"\n".join(data)
+
+
+def delta_events(delta: dict[str, Any]) -> list[Event]:
+    """The canonical events of one chunk's ``delta``."""
+    events: list[Event] = []
+    # Servers running reasoning models stream the thinking under one of these names.
+    reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+    if isinstance(reasoning, str) and reasoning:
+        events.append(ReasoningDelta(reasoning))
+    content = delta.get("content")
+    if isinstance(content, str) and content:
+        events.append(TextDelta(content))
+    for call in delta.get("tool_calls") or ():
+        fn = call.get("function") or {}
+        events.append(ToolCallDelta(
+            index=int(call.get("index") or 0),
+            id=call.get("id") or None,
+            name=fn.get("name") or None,
+            arguments=fn.get("arguments") or "",
+        ))
+    return events

@@ -158,6 +158,55 @@ async def test_credential_from_environment(new_provider, openai_upstream, monkey
     assert openai_upstream.last.headers["authorization"] == f"Bearer {SECRET}"
 
 
+# -- the connection ------------------------------------------------------------------------
+
+
+async def test_consecutive_replies_reuse_one_connection(provider, openai_upstream):
+    """A reply read to its end hands its connection back: no TCP handshake per request."""
+    for _ in range(3):
+        events = await collect(backend_stream(provider, ask()))
+        assert events[-1] == Finish("stop")
+    clients = {r.client for r in openai_upstream.requests}
+    assert len(openai_upstream.requests) == 3
+    assert len(clients) == 1, clients
+
+
+async def test_on_sent_is_called_once_the_request_is_on_the_wire(provider, openai_upstream):
+    openai_upstream.script(Reply(text="Hello there", ttft_ms=300))
+    seen: list[str] = []
+    stream = backend_stream(provider, ask(), on_sent=lambda: seen.append("sent"))
+    async for event in stream:
+        seen.append(type(event).__name__)
+    # Once, before the upstream's first token (which it sends 300 ms after the request).
+    assert seen == ["sent", "TextDelta", "TextDelta", "Usage", "Finish"]
+
+
+async def test_on_sent_is_not_called_when_the_upstream_is_unreachable(new_provider):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    provider = new_provider("openai", base_url=f"http://127.0.0.1:{port}/v1",
+                            default_model="m", options={"max_retries": 1})
+    sent: list[bool] = []
+    with pytest.raises(BackendError) as caught:
+        await collect(backend_stream(provider, ask(), on_sent=lambda: sent.append(True)))
+    assert caught.value.status == 502
+    assert sent == []
+
+
+async def test_a_reply_that_is_not_an_event_stream_is_a_clear_error(new_provider,
+                                                                    openai_upstream):
+    """A server that ignores ``stream: true`` answers one JSON object, not SSE."""
+    openai_upstream.routes[("POST", "/plain/chat/completions")] = (
+        openai_upstream.routes[("GET", "/v1/models")])  # any JSON answer
+    provider = new_provider("openai", base_url=openai_upstream.url + "/plain",
+                            api_key_secret=SECRET, default_model="m")
+    with pytest.raises(BackendError) as caught:
+        await collect(backend_stream(provider, ask()))
+    assert caught.value.status == 502
+    assert "application/json instead of an event stream" in caught.value.message
+
+
 # -- upstream failures -------------------------------------------------------------------
 
 

@@ -148,6 +148,7 @@ class RecordedRequest:
     completed: bool = False
     disconnected: bool = False
     action: Any = None
+    client: tuple[str, int] | None = None  # the client's address: one per TCP connection
 
     @property
     def stream(self) -> bool:
@@ -368,7 +369,8 @@ class FakeUpstream:
         except ValueError:
             body = raw.decode("utf-8", "replace")
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        record = RecordedRequest(scope["method"], scope["path"], headers, body)
+        record = RecordedRequest(scope["method"], scope["path"], headers, body,
+                                 client=tuple(scope["client"]) if scope.get("client") else None)
         handler = self.routes.get((scope["method"], scope["path"]))
         takes_action = handler is not None and getattr(handler, "scripted", False)
         action = self._next_action() if takes_action else None
