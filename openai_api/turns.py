@@ -9,6 +9,7 @@ is still an HTTP error) and then iterates :meth:`Turn.events`, rendering each ca
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
 import time
@@ -27,6 +28,12 @@ log = logging.getLogger("gaia.turns")
 prompt_log = logging.getLogger("gaia.prompts")
 
 KEEPALIVE = object()  # yielded by Turn.events when the backend has been silent for a while
+_END = object()  # queued after the backend's last event
+
+
+@dataclass
+class _Failed:
+    error: Exception
 
 # Session headers, most specific first (issue: thread mapping).
 SESSION_HEADERS = (
@@ -87,11 +94,12 @@ class Turn:
         self.spec = spec
         self.agent = spec.agent
         self.result = services.TurnResult(response_id=spec.response_id)
+        self._begin_later: Any = None  # a derived session's begin, started by _begin_now
         self._begin_task: asyncio.Future[services.TurnStart] | None = None
         self.request: llm.LLMRequest | None = None
         self._start: services.TurnStart | None = None
-        self._stream: Any = None
-        self._pending: asyncio.Future[Any] | None = None
+        self._events: asyncio.Queue[Any] = asyncio.Queue()  # filled by _pump
+        self._pump_task: asyncio.Task[None] | None = None
         self._t0 = time.monotonic()
         self._first_at: float | None = None
         self._tools: dict[int, ToolCallAcc] = {}
@@ -107,8 +115,9 @@ class Turn:
 
         A named session (a session header, an explicit thread) waits for its thread's lease
         and stores the new messages first. A derived session never waits for a lease and its
-        history is the client's own, so storing it overlaps the provider's time to first
-        token instead of adding to it (:meth:`first` joins the two).
+        history is the client's own, so it is stored while the provider works on its first
+        token instead of before: from the moment the request is on its way (the database
+        write would otherwise compete with sending it), and :meth:`first` joins the two.
 
         Raises :class:`GaiaError` subclasses (400 context or images, 409 busy, 404 thread)
         before any output exists.
@@ -130,13 +139,12 @@ class Turn:
             )
         workspace = extract_workspace_root(client.messages)
         exclusive = bool(spec.thread_id or spec.session_key)
-        begin = self._begin(workspace, exclusive=exclusive)
         if exclusive:
-            self._start = await begin
+            self._start = await self._begin(workspace, exclusive=True)
             self.request = self.build_request(self._start.history, workspace)
         else:
             self.request = self.build_request(client.messages, workspace)
-            self._begin_task = asyncio.ensure_future(begin)
+            self._begin_later = lambda: self._begin(workspace, exclusive=False)
         limit = spec.agent.max_input_tokens
         if limit:
             used, _ = backend.count_tokens(self.request)
@@ -172,8 +180,16 @@ class Turn:
             await asyncio.sleep(delay)
             delay = min(delay * 2, 0.25)
 
+    def _begin_now(self) -> None:
+        """Start storing a derived session's turn (once; the backend calls this when its
+        request is sent, and :meth:`_started` if it never got that far)."""
+        if self._begin_later is not None:
+            self._begin_task = asyncio.ensure_future(self._begin_later())
+            self._begin_later = None
+
     async def _started(self) -> services.TurnStart | None:
         """The turn's thread record once stored (raises why storing it failed)."""
+        self._begin_now()
         if self._start is None and self._begin_task is not None:
             self._start = await asyncio.shield(self._begin_task)
         return self._start
@@ -215,7 +231,8 @@ class Turn:
         error here propagates (and is recorded): nothing was sent to the client yet.
         """
         assert self.request is not None
-        self._stream = backend_stream(self.agent.provider, self.request)
+        self._pump_task = asyncio.create_task(self._pump(backend_stream(
+            self.agent.provider, self.request, on_sent=self._begin_now)))
         try:
             event = await self._next(wait)
             await self._started()
@@ -224,17 +241,31 @@ class Turn:
             await self._shielded_close(exc)
             raise
 
-    async def _next(self, wait: float) -> Any:
-        if self._pending is None:
-            self._pending = asyncio.ensure_future(anext(self._stream))
-        done, _ = await asyncio.wait({self._pending}, timeout=wait)
-        if not done:
-            return KEEPALIVE
-        future, self._pending = self._pending, None
+    async def _pump(self, stream: Any) -> None:
+        """Move the backend's events to the queue as they come, then ``_END`` or the error.
+
+        One task reads the backend for the whole turn, so that waiting for an event with a
+        keepalive deadline costs a queue read, not a new task per event."""
         try:
-            event = future.result()
-        except StopAsyncIteration:
+            async with contextlib.aclosing(stream):
+                async for event in stream:
+                    self._events.put_nowait(event)
+        except Exception as exc:  # noqa: BLE001 - re-raised by _next, in the turn's task
+            self._events.put_nowait(_Failed(exc))
+        else:
+            self._events.put_nowait(_END)
+
+    async def _next(self, wait: float) -> Any:
+        """The next event, ``None`` at the end, or ``KEEPALIVE`` after ``wait`` seconds."""
+        try:
+            async with asyncio.timeout(wait):
+                event = await self._events.get()
+        except TimeoutError:
+            return KEEPALIVE
+        if event is _END:
             return None
+        if isinstance(event, _Failed):
+            raise event.error
         self._absorb(event)
         return event
 
@@ -312,13 +343,10 @@ class Turn:
         if self._closed:
             return
         self._closed = True
-        if self._pending is not None:
-            self._pending.cancel()
-        if self._stream is not None:
-            try:
-                await self._stream.aclose()
-            except Exception:  # noqa: BLE001 - closing a failed stream must not mask the error
-                log.debug("closing backend stream failed", exc_info=True)
+        if self._pump_task is not None:
+            # Stops the backend (the upstream request is closed) and waits until it has.
+            self._pump_task.cancel()
+            await asyncio.gather(self._pump_task, return_exceptions=True)
         if self._start is None:
             try:
                 if await self._started() is None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 from typing import Any
 
 import httpx
@@ -208,6 +209,26 @@ def test_provider_failure_before_output_is_http_error(gaia_server, make_agent, a
     thread = Thread.objects.get(pk=Thread.objects.latest("updated_at").pk)
     assert thread.status == Thread.Status.ERROR
     assert thread.last_error
+
+
+def test_unreachable_upstream_is_502_and_the_turn_is_still_recorded(gaia_server, make_agent,
+                                                                    api_key):
+    """A turn without a session id is stored once its request reaches the provider; one
+    that never got there (connection refused) is recorded all the same."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    make_agent(slug="nowhere", provider__kind="openai",
+               provider__base_url=f"http://127.0.0.1:{port}/v1", provider__name="nowhere")
+    for stream in (False, True):
+        r = chat(gaia_server, api_key, {"model": "nowhere", "stream": stream,
+                                        "messages": [user(f"anyone there? {stream}")]})
+        assert r.status_code == 502, r.text
+        assert "unreachable" in r.json()["error"]["message"]
+        thread = Thread.objects.get(title=f"anyone there? {stream}")
+        assert thread.status == Thread.Status.ERROR
+        assert "unreachable" in thread.last_error
+        assert [m.role for m in thread.messages.order_by("seq")] == ["user", "assistant"]
 
 
 def test_provider_timeout_is_504(gaia_server, make_agent, api_key):
