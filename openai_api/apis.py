@@ -220,22 +220,21 @@ async def turn_sse(
     the first byte an error becomes ``fail``'s in-band frame. A client that goes away cancels
     the turn (``turn.events`` records it) and gets nothing more.
     """
-    yield start
+    head = start  # sent with the first frame: one write less before the first token
     try:
         async with contextlib.aclosing(turn.events(first, keepalive)) as events:
             async for event in events:
                 frame = keepalive_frame if event is KEEPALIVE else render(event)
                 if frame:
-                    yield frame
-        closing = finish()
-        if closing:
-            yield closing
+                    yield head + frame
+                    head = b""
+        tail = finish()
     except asyncio.CancelledError:
         raise
     except Exception as exc:  # after the first byte errors go in-band
-        yield fail(as_gaia_error(exc))
-    if done:
-        yield done
+        tail = fail(as_gaia_error(exc))
+    if head + tail + done:
+        yield head + tail + done
 
 
 class NotFoundApi(V1View):
