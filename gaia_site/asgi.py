@@ -7,7 +7,11 @@ halved the API's throughput and does nothing for API-key clients. The admin and 
 page keep the full ``MIDDLEWARE``.
 """
 
+import asyncio
+import contextlib
+import io
 import os
+from typing import Any
 
 from django.core.asgi import get_asgi_application
 
@@ -19,25 +23,79 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
-from django.core.handlers.asgi import ASGIHandler  # noqa: E402
+from django.core.exceptions import RequestAborted  # noqa: E402
+from django.core.handlers.asgi import ASGIHandler, get_script_prefix  # noqa: E402
+from django.urls import set_script_prefix  # noqa: E402
 
 from gaia_site.routing import websocket_urlpatterns  # noqa: E402
 from openai_api.asgi import BodyLimit  # noqa: E402
 
 
 class ApiASGIHandler(ASGIHandler):
-    """Django's handler without a thread per request.
+    """Django's ASGI handler without its thread hops, for the machine API.
 
-    ``ASGIHandler`` opens a ``ThreadSensitiveContext`` per request, so the few sync calls
-    Django itself makes (the request_started/finished signal receivers) start a new thread for
-    every request. API views never run sync code on that thread (the ORM runs on
-    ``agents.database``'s threads), so those calls can share asgiref's one long-lived thread.
+    Django's ``handle`` opens a ``ThreadSensitiveContext`` per request and sends
+    ``request_started`` and ``request_finished`` through ``sync_to_async``: two trips to a
+    thread per request, about 0.7 ms of every time to first token together with its disk-backed
+    body buffer (``scripts/perf/upstream.py``). Their receivers look after the database
+    connections and caches of the thread they run on, and API views use none there: the ORM
+    runs on ``agents.database``'s threads, which check their own connections. So this handler
+    reads the body into memory (``BodyLimit`` has already bounded it), runs the view and the
+    disconnect watch exactly as Django does, and closes the response (which sends
+    ``request_finished``) on the event loop.
     """
 
     async def __call__(self, scope, receive, send):  # type: ignore[no-untyped-def]
         if scope["type"] != "http":
             raise ValueError(f"Django can only handle ASGI/HTTP connections, not {scope['type']}.")
         await self.handle(scope, receive, send)
+
+    async def read_body(self, receive):  # type: ignore[no-untyped-def]
+        body = io.BytesIO()
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise RequestAborted()
+            body.write(message.get("body", b""))
+            if not message.get("more_body", False):
+                break
+        body.seek(0)
+        return body
+
+    async def handle(self, scope, receive, send):  # type: ignore[no-untyped-def]
+        try:
+            body_file = await self.read_body(receive)
+        except RequestAborted:
+            return
+        set_script_prefix(get_script_prefix(scope))
+        request, error_response = self.create_request(scope, body_file)
+        if request is None:
+            await self.send_response(error_response, send)
+            error_response.close()
+            return
+
+        async def process_request() -> Any:
+            response = await self.run_get_response(request)
+            with contextlib.suppress(asyncio.CancelledError):  # the client left mid-send
+                await self.send_response(response, send)
+            return response
+
+        # As Django does: a client disconnecting while the view runs cancels the view.
+        tasks = [
+            asyncio.create_task(self.listen_for_disconnect(receive)),
+            asyncio.create_task(process_request()),
+        ]
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        for task in tasks:
+            if task.done():
+                with contextlib.suppress(RequestAborted):
+                    task.result()
+            else:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        if not tasks[1].cancelled():
+            tasks[1].result().close()
 
 
 def _api_handler() -> ASGIHandler:
