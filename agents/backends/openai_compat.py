@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import urllib.parse
+import urllib.request
 import weakref
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -126,6 +128,7 @@ class OpenAIBackend:
             **{str(k): str(v) for k, v in (options.get("extra_headers") or {}).items()},
         }
         self.max_tokens_param = str(options.get("max_tokens_param") or "max_tokens")
+        self.proxy = proxy_for(self.base_url)
         # One client (connection pool) per event loop: pooled connections belong to one.
         self._sessions: weakref.WeakKeyDictionary[Any, tuple[aiohttp.ClientSession, Any]] = (
             weakref.WeakKeyDictionary())
@@ -156,7 +159,6 @@ class OpenAIBackend:
                 connector=aiohttp.TCPConnector(limit=0),  # the provider's limit applies
                 read_bufsize=READ_BUFFER,
                 trace_configs=[trace],
-                trust_env=True,  # HTTP(S)_PROXY and NO_PROXY, as the SDKs honour them
             )
             held = self._sessions[loop] = (session, await _closed_with_loop(session))
         return held[0]
@@ -210,7 +212,7 @@ class OpenAIBackend:
             try:
                 return await session.post(
                     f"{self.base_url}/chat/completions", json=self.params(request),
-                    trace_request_ctx={"on_sent": on_sent})
+                    proxy=self.proxy, trace_request_ctx={"on_sent": on_sent})
             except aiohttp.ClientConnectorError:
                 if attempt + 1 == attempts:
                     raise
@@ -262,6 +264,16 @@ class OpenAIBackend:
         if usage is not None:
             yield usage
         yield Finish(finish)  # type: ignore[arg-type]
+
+
+def proxy_for(url: str) -> str | None:
+    """The proxy for ``url`` from ``HTTPS_PROXY``/``HTTP_PROXY``/``NO_PROXY``, as the SDKs
+    honour them. Resolved once per provider: aiohttp's ``trust_env`` re-reads the environment
+    and ``~/.netrc`` on every request (measured: ~1.4 ms of each time to first token)."""
+    parts = urllib.parse.urlsplit(url)
+    if urllib.request.proxy_bypass_environment(parts.hostname or ""):
+        return None
+    return urllib.request.getproxies_environment().get(parts.scheme) or None
 
 
 async def _closed_with_loop(session: aiohttp.ClientSession) -> AsyncIterator[None]:
