@@ -187,18 +187,30 @@ class ChatCompletionCreateApi(V1View):
                 ),
                 headers=turn.reply_headers(),
             )
-        first = await turn.first(wait=keepalive)
         chunks = chat.ChunkStream(
             response_id=response_id, model=agent.slug,
             include_usage=bool(req.stream_options and req.stream_options.include_usage),
         )
-        return StreamingHttpResponse(
-            turn_sse(turn, first, keepalive, start=chunks.start(), render=chunks.event,
-                     finish=lambda: chunks.usage(turn.usage),
-                     fail=lambda exc: sse_data(openai_error_body(exc)), done=SSE_DONE),
-            content_type="text/event-stream",
-            headers={**SSE_HEADERS, **turn.reply_headers()},
-        )
+        response, start = sse_response(), chunks.start()
+        first = await turn.first(wait=keepalive)
+        return sse_stream(response, turn, turn_sse(
+            turn, first, keepalive, start=start, render=chunks.event,
+            finish=lambda: chunks.usage(turn.usage),
+            fail=lambda exc: sse_data(openai_error_body(exc)), done=SSE_DONE))
+
+
+def sse_response() -> StreamingHttpResponse:
+    """An event-stream response without its body yet: built while the provider works on
+    the first token rather than after it (setting up its headers is most of a response's
+    cost), and discarded if the turn fails before any output."""
+    return StreamingHttpResponse((), content_type="text/event-stream", headers=SSE_HEADERS)
+
+
+def sse_stream(response: StreamingHttpResponse, turn: Turn, body: Any) -> StreamingHttpResponse:
+    response.streaming_content = body
+    for name, value in turn.reply_headers().items():
+        response[name] = value
+    return response
 
 
 async def turn_sse(
@@ -324,16 +336,14 @@ class ResponseCreateApi(V1View):
                 ),
                 headers=turn.reply_headers(),
             )
-        first = await turn.first(wait=keepalive)
         stream = responses.ResponseEventStream(response_id=response_id, model=agent.slug,
                                                echo=echo)
-        return StreamingHttpResponse(
-            turn_sse(turn, first, keepalive, start=stream.start(), render=stream.event,
-                     finish=lambda: stream.finish(turn.usage, turn.result.finish_reason),
-                     fail=lambda exc: stream.failed(exc, turn.usage), done=SSE_DONE),
-            content_type="text/event-stream",
-            headers={**SSE_HEADERS, **turn.reply_headers()},
-        )
+        response, start = sse_response(), stream.start()
+        first = await turn.first(wait=keepalive)
+        return sse_stream(response, turn, turn_sse(
+            turn, first, keepalive, start=start, render=stream.event,
+            finish=lambda: stream.finish(turn.usage, turn.result.finish_reason),
+            fail=lambda exc: stream.failed(exc, turn.usage), done=SSE_DONE))
 
 
 class ResponseDetailApi(V1View):
@@ -393,16 +403,14 @@ class MessageCreateApi(V1View):
             )
         assert turn.request is not None
         input_tokens, _ = backend_for(agent.provider).count_tokens(turn.request)
-        first = await turn.first(wait=keepalive)
         stream = messages.MessageEventStream(message_id=message_id, model=agent.slug)
-        return StreamingHttpResponse(
-            turn_sse(turn, first, keepalive, start=stream.start(input_tokens),
-                     render=stream.event, keepalive_frame=messages.ping(),
-                     finish=lambda: stream.finish(turn.usage, turn.result.finish_reason),
-                     fail=messages.error_event),
-            content_type="text/event-stream",
-            headers={**SSE_HEADERS, **turn.reply_headers()},
-        )
+        response, start = sse_response(), stream.start(input_tokens)
+        first = await turn.first(wait=keepalive)
+        return sse_stream(response, turn, turn_sse(
+            turn, first, keepalive, start=start, render=stream.event,
+            keepalive_frame=messages.ping(),
+            finish=lambda: stream.finish(turn.usage, turn.result.finish_reason),
+            fail=messages.error_event))
 
 
 class MessageCountTokensApi(V1View):
