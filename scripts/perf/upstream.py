@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
 """Time to first token and tokens/s through Gaia versus directly from the same upstream.
 
-One run measures, sequentially (one stream at a time, so the two paths see the same machine):
+One run measures, one stream at a time, alternating between the paths so that they all see
+the same machine (its background load drifts):
 
 (a) a fake OpenAI-compatible upstream with a fixed token rate (``tests/fakes/openai_upstream.py``
     in a subprocess): directly over HTTP, through the ``openai`` backend alone in this process
-    (``adapter``: what the provider kind costs apart from Gaia's per-turn work), then through
+    (``adapter``: what the provider kind costs apart from Gaia's per-turn work), and through
     Gaia (an ``openai`` provider on it);
 (b) the local GGUF model: directly in this process with llama-cpp-python (same prompt tokens
-    and sampling as Gaia's ``local`` provider), then through Gaia (a ``local`` provider);
+    and sampling as Gaia's ``local`` provider), and through Gaia (a ``local`` provider);
 
 and, while a long local generation streams through Gaia, the latency of ``GET /health``.
 
@@ -124,15 +125,19 @@ async def sse_stream(client: httpx.AsyncClient, url: str, headers: dict[str, str
     return Sample(first - t0, tokens, last - first)
 
 
+def chat_body(model: str, max_tokens: int, prompt: str, i: int) -> dict[str, Any]:
+    return {"model": model, "stream": True, "max_tokens": max_tokens,
+            "messages": [{"role": "user", "content": f"{prompt} (request {i})"}]}
+
+
 async def run_http(url: str, key: str | None, model: str, n: int, max_tokens: int,
                    prompt: str, *, warmup: bool = True, first: int = 0) -> list[Sample]:
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     samples = []
     async with httpx.AsyncClient(timeout=300) as client:
         for i in range(first - int(warmup), first + n):  # a warm-up request first
-            body = {"model": model, "stream": True, "max_tokens": max_tokens,
-                    "messages": [{"role": "user", "content": f"{prompt} (request {i})"}]}
-            sample = await sse_stream(client, url, headers, body)
+            sample = await sse_stream(client, url, headers, chat_body(model, max_tokens,
+                                                                      prompt, i))
             if i >= first:
                 samples.append(sample)
     return samples
@@ -145,35 +150,64 @@ def _django() -> None:
     django.setup()
 
 
-async def run_adapter(fake_url: str, n: int, max_tokens: int, prompt: str) -> list[Sample]:
-    """The ``openai`` backend alone, in this process (no Gaia HTTP, no turn bookkeeping):
-    what the adapter itself costs, apart from Gaia's per-turn work."""
+async def adapter_stream(provider: Any, max_tokens: int, prompt: str, i: int) -> Sample:
+    """One stream through the ``openai`` backend alone, in this process (no Gaia HTTP, no turn
+    bookkeeping): what the adapter itself costs, apart from Gaia's per-turn work."""
+    from agents.backends import backend_stream
+    from agents.llm import LLMRequest, Message, TextDelta, TextPart
+
+    request = LLMRequest(model="", system="", max_output_tokens=max_tokens,
+                         messages=[Message("user", (TextPart(f"{prompt} (request {i})"),))])
+    t0 = time.perf_counter()
+    first = last = None
+    count = 0
+    async for event in backend_stream(provider, request):
+        if isinstance(event, TextDelta):
+            now = time.perf_counter()
+            first = first if first is not None else now
+            last = now
+            count += 1
+    if first is None or last is None:
+        raise SystemExit("adapter: no content")
+    return Sample(first - t0, count, last - first)
+
+
+async def run_fake_paths(fake_url: str, gaia: str, key: str, n: int, max_tokens: int,
+                         prompt: str, block: int) -> dict[str, list[Sample]]:
+    """The three paths to the fake upstream, interleaved one stream at a time (the order
+    rotating), so that all three see the same background load: on a shared machine that
+    drifts over seconds, measuring one path after the other biased their difference by
+    more than the effect being measured."""
     _django()
     from django.utils import timezone
 
-    from agents.backends import backend_stream
-    from agents.llm import LLMRequest, Message, TextDelta, TextPart
     from agents.models import Provider
 
     provider = Provider(pk=10**9, name="adapter", kind="openai", base_url=fake_url,
                         default_model="fake-model", timeout_seconds=60, max_concurrency=8,
                         options={})
     provider.updated_at = timezone.now()
-    samples = []
-    for i in range(n + 1):
-        request = LLMRequest(model="", system="", max_output_tokens=max_tokens,
-                             messages=[Message("user", (TextPart(f"{prompt} ({i})"),))])
-        t0 = time.perf_counter()
-        first = last = None
-        count = 0
-        async for event in backend_stream(provider, request):
-            if isinstance(event, TextDelta):
-                now = time.perf_counter()
-                first = first if first is not None else now
-                last = now
-                count += 1
-        if i and first is not None and last is not None:
-            samples.append(Sample(first - t0, count, last - first))
+    samples: dict[str, list[Sample]] = {"direct": [], "adapter": [], "gaia": []}
+    async with httpx.AsyncClient(timeout=300) as client:
+        paths = {
+            "direct": lambda i: sse_stream(client, f"{fake_url}/chat/completions", {},
+                                           chat_body("fake-model", max_tokens, prompt, i)),
+            "adapter": lambda i: adapter_stream(provider, max_tokens, prompt, i),
+            "gaia": lambda i: sse_stream(client, f"{gaia}/v1/chat/completions",
+                                         {"Authorization": f"Bearer {key}"},
+                                         chat_body("perf-fake", max_tokens, prompt, i)),
+        }
+        names = list(paths)
+        block = max(1, block)
+        for start in range(-2 * block, n, block):  # two warm-up blocks
+            for k, name in enumerate(names):
+                if start < 0 and k:
+                    pass
+                for i in range(start, min(start + block, n)):
+                    sample = await paths[name](i)
+                    if i >= 0:
+                        samples[name].append(sample)
+            names = names[1:] + names[:1]  # rotate which path goes first
     return samples
 
 
@@ -252,7 +286,9 @@ def row(name: str, path: str, samples: list[Sample]) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--requests", type=int, default=30, help="streams per fake path")
+    parser.add_argument("--requests", type=int, default=60, help="streams per fake path")
+    parser.add_argument("--block", type=int, default=10,
+                        help="streams per path before switching to the next path")
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--token-delay-ms", type=float, default=5.0)
     parser.add_argument("--ttft-ms", type=float, default=20.0)
@@ -293,15 +329,10 @@ def main() -> None:
             wait_http(f"{gaia}/health")
             wait_http(f"http://127.0.0.1:{fake_port}/health")
 
-            rows = []
-            rows.append(row("fake-openai", "direct", asyncio.run(run_http(
-                f"{fake_url}/chat/completions", None, "fake-model", args.requests,
-                args.tokens, prompt))))
-            rows.append(row("fake-openai", "adapter", asyncio.run(run_adapter(
-                fake_url, args.requests, args.tokens, prompt))))
-            rows.append(row("fake-openai", "gaia", asyncio.run(run_http(
-                f"{gaia}/v1/chat/completions", secret, "perf-fake", args.requests,
-                args.tokens, prompt))))
+            fake = asyncio.run(run_fake_paths(fake_url, gaia, secret, args.requests,
+                                              args.tokens, prompt, args.block))
+            rows = [row("fake-openai", path, fake[path]) for path in ("direct", "adapter",
+                                                                       "gaia")]
             health: list[float] = []
             idle: list[float] = []
             health_sample = None
