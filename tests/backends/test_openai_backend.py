@@ -194,6 +194,24 @@ async def test_on_sent_is_not_called_when_the_upstream_is_unreachable(new_provid
     assert sent == []
 
 
+async def test_max_retries_retries_a_refused_connection(new_provider):
+    """An upstream that is restarting (connection refused) is tried again, with backoff."""
+    from tests.fakes.openai_upstream import FakeOpenAIUpstream
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    provider = new_provider("openai", base_url=f"http://127.0.0.1:{port}/v1",
+                            default_model="m", options={"max_retries": 4})
+    task = asyncio.create_task(collect(backend_stream(provider, ask())))
+    await asyncio.sleep(0.1)  # the first attempt has been refused by now
+    assert not task.done()
+    with FakeOpenAIUpstream(tokens=3, port=port) as up:
+        events = await task
+    assert events[-1] == Finish("stop")
+    assert len(up.requests) == 1
+
+
 async def test_a_reply_that_is_not_an_event_stream_is_a_clear_error(new_provider,
                                                                     openai_upstream):
     """A server that ignores ``stream: true`` answers one JSON object, not SSE."""
