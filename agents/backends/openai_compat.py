@@ -207,17 +207,15 @@ class OpenAIBackend:
                     ) -> aiohttp.ClientResponse:
         """POST the request, retrying a failed connection ``max_retries`` times."""
         session = await self.session()
-        attempts = 1 + max(0, int(self.options.get("max_retries", 0)))
-        for attempt in range(attempts):
+        url, body = f"{self.base_url}/chat/completions", self.params(request)
+        for attempt in range(max(0, int(self.options.get("max_retries", 0)))):
             try:
-                return await session.post(
-                    f"{self.base_url}/chat/completions", json=self.params(request),
-                    proxy=self.proxy, trace_request_ctx={"on_sent": on_sent})
+                return await session.post(url, json=body, proxy=self.proxy,
+                                          trace_request_ctx={"on_sent": on_sent})
             except aiohttp.ClientConnectorError:
-                if attempt + 1 == attempts:
-                    raise
                 await asyncio.sleep(min(0.25 * 2**attempt, 4.0))
-        raise AssertionError("unreachable")
+        return await session.post(url, json=body, proxy=self.proxy,
+                                  trace_request_ctx={"on_sent": on_sent})
 
     async def stream(self, request: LLMRequest, *,
                      on_sent: Callable[[], None] | None = None) -> AsyncIterator[Event]:

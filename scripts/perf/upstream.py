@@ -383,19 +383,15 @@ def main() -> None:
               f"(ratio {pair['gaia']['ttft_p50_ms'] / pair['direct']['ttft_p50_ms']:.3f}), "
               f"keeps {kept * 100:.1f} % of direct tok/s -> "
               f"{'meets' if ok else 'MISSES'} target (<5 ms, >=95 %)")
-    session = [r for r in rows if r["path"] == "gaia+session"]
-    direct = [r for r in rows if r["upstream"] == "fake-openai" and r["path"] == "direct"]
-    if session and direct:
-        print(f"fake-openai: a named session (X-Session-Id, stored before the upstream is "
-              f"asked) adds {session[0]['ttft_p50_ms'] - direct[0]['ttft_p50_ms']:+.2f} ms "
-              f"to p50 TTFT")
-    adapter = [r for r in rows if r["path"] == "adapter"]
-    direct = [r for r in rows if r["upstream"] == "fake-openai" and r["path"] == "direct"]
-    if adapter and direct:
-        print(f"fake-openai: the openai backend alone (in-process, no HTTP server, no turn "
-              f"bookkeeping) adds {adapter[0]['ttft_p50_ms'] - direct[0]['ttft_p50_ms']:+.2f} "
-              f"ms to p50 TTFT and keeps "
-              f"{adapter[0]['tok_s_p50'] / direct[0]['tok_s_p50'] * 100:.1f} % of tok/s")
+    fake = {r["path"]: r for r in rows if r["upstream"] == "fake-openai"}
+    direct = fake["direct"]
+    print(f"fake-openai: a named session (X-Session-Id, stored before the upstream is asked) "
+          f"adds {fake['gaia+session']['ttft_p50_ms'] - direct['ttft_p50_ms']:+.2f} ms to p50 "
+          f"TTFT")
+    print(f"fake-openai: the openai backend alone (in-process, no HTTP server, no turn "
+          f"bookkeeping) adds {fake['adapter']['ttft_p50_ms'] - direct['ttft_p50_ms']:+.2f} "
+          f"ms to p50 TTFT and keeps "
+          f"{fake['adapter']['tok_s_p50'] / direct['tok_s_p50'] * 100:.1f} % of tok/s")
     if health:
         print(f"/health during a {health_sample.tokens}-token local generation "
               f"({len(health)} polls): p50 {pct(health, 50) * 1000:.1f} ms, "
