@@ -14,7 +14,7 @@ from django.conf import settings
 from django.db import connection
 
 from agents import llm, services
-from agents.database import run_db
+from agents.database import read_nowait, run_db
 from agents.exceptions import NotFound
 from agents.models import Agent, ApiKey, Message
 
@@ -34,22 +34,40 @@ _access = _AccessCache(version="<never read>")
 _access_lock = threading.Lock()
 
 
+# Raw SQL: this runs on every request, and the ORM would cost ten times as much.
+_STAMP_SQL = "SELECT version FROM agents_configstamp WHERE id = 1"
+
+
 def _config_version() -> str | None:
     with connection.cursor() as cursor:
-        # Raw SQL: this runs on every request, and the ORM would cost ten times as much.
-        cursor.execute("SELECT version FROM agents_configstamp WHERE id = %s", [1])
+        cursor.execute(_STAMP_SQL)
         row = cursor.fetchone()
     return row[0] if row else None
 
 
-def access_cache() -> _AccessCache:
-    """The current access cache: one primary-key read decides whether it is still valid."""
+async def config_version_nowait() -> str | None:
+    """The configuration stamp, read on the event loop (:func:`agents.database.read_nowait`;
+    raises ``ReadNotAvailable`` when it cannot be)."""
+    row = await read_nowait(_STAMP_SQL)
+    return row[0] if row else None
+
+
+def access_cache(*, version: str | None | object = ...) -> _AccessCache:
+    """The access cache as of ``version`` (read now if not given): one primary-key read
+    decides whether it is still valid."""
     global _access
-    version = _config_version()
+    if version is ...:
+        version = _config_version()
     with _access_lock:
         if _access.version != version:
-            _access = _AccessCache(version=version)
+            _access = _AccessCache(version=version)  # type: ignore[arg-type]
         return _access
+
+
+def access_cache_current(version: str | None) -> _AccessCache | None:
+    """The access cache if it is the one for ``version``, without touching it otherwise."""
+    cache = _access
+    return cache if cache.version == version else None
 
 
 def api_key_cached(*, cache: _AccessCache, prefix: str) -> ApiKey | None:

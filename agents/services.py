@@ -80,15 +80,24 @@ def config_changed() -> None:
     ConfigStamp.objects.update_or_create(pk=1, defaults={"version": uuid.uuid4().hex})
 
 
+class NeedsDatabase(Exception):
+    """A cache-only authorization (:func:`request_authorize` with ``cached_only``) needs the
+    database: a key or agent not in memory, a ``last_used_at`` to write, or a shared
+    rate-limit counter to bump. Nothing was counted or written."""
+
+
 def api_key_authenticate(
-    *, raw: str, scope: str = ApiKey.Scope.CHAT, cache: Any = None
+    *, raw: str, scope: str = ApiKey.Scope.CHAT, cache: Any = None, cached_only: bool = False
 ) -> ApiKey:
     """The key for ``raw`` or :class:`AuthenticationFailed`. Constant-time on the secret."""
     invalid = AuthenticationFailed("Incorrect API key provided.")
     prefix = raw[: len(KEY_PREFIX) + 8]
     if not raw.startswith(KEY_PREFIX) or raw[len(prefix) : len(prefix) + 1] != "_":
         raise invalid
-    key = selectors.api_key_cached(cache=cache or selectors.access_cache(), prefix=prefix)
+    cache = cache or selectors.access_cache()
+    if cached_only and prefix not in cache.keys:
+        raise NeedsDatabase(prefix)
+    key = selectors.api_key_cached(cache=cache, prefix=prefix)
     digest = _hash_secret(raw)
     if key is None:
         hmac.compare_digest(digest, digest)  # same work either way
@@ -105,10 +114,20 @@ def api_key_authenticate(
             f"This API key does not have the {scope!r} scope.", code="insufficient_scope"
         )
     if key.last_used_at is None or now - key.last_used_at > timedelta(seconds=60):
+        if cached_only:
+            raise NeedsDatabase("last_used_at")
         # Not a configuration change: no new stamp, the cached copy is updated in place.
         ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
         key.last_used_at = now
     return key
+
+
+def _throttle_is_local() -> bool:
+    """Whether the rate-limit counters live in this process (no Redis: one server process)."""
+    from django.core.cache import caches
+    from django.core.cache.backends.locmem import LocMemCache
+
+    return isinstance(caches["default"], LocMemCache)
 
 
 def api_key_throttle(*, key: ApiKey) -> None:
@@ -137,26 +156,43 @@ def api_key_throttle(*, key: ApiKey) -> None:
 
 
 def request_authorize(
-    *, raw_key: str | None, anonymous_allowed: bool, agent_slug: str | None
+    *, raw_key: str | None, anonymous_allowed: bool, agent_slug: str | None,
+    version: str | None | object = ..., cached_only: bool = False,
 ) -> tuple[ApiKey | None, Agent | None]:
     """Authenticate, throttle and resolve the agent in one database round of the caller.
+
+    ``version`` is the configuration stamp if the caller has read it. With ``cached_only``
+    (on the event loop, no database) it raises :class:`NeedsDatabase` before counting the
+    request if anything is not in memory, and the caller runs it again on a database thread.
 
     Order of checks is the client-visible contract: 401, 429, then 404 (unknown model) and
     403 (model not allowed for this key).
     """
+    if cached_only:
+        cache = selectors.access_cache_current(version)  # type: ignore[arg-type]
+        if cache is None:
+            raise NeedsDatabase("configuration changed")
+    else:
+        cache = selectors.access_cache(version=version)
     key = None
-    cache = selectors.access_cache()
     if raw_key:
-        key = api_key_authenticate(raw=raw_key, cache=cache)
-        api_key_throttle(key=key)
+        key = api_key_authenticate(raw=raw_key, cache=cache, cached_only=cached_only)
     elif not anonymous_allowed:
         raise AuthenticationFailed(
             "You didn't provide an API key. Send it as 'Authorization: Bearer KEY' or "
             "'x-api-key: KEY'."
         )
+    agent = None
+    if agent_slug is not None:
+        if cached_only and agent_slug not in cache.agents:
+            raise NeedsDatabase(agent_slug)
+        agent = selectors.agent_cached(cache=cache, slug=agent_slug)
+    if key is not None:
+        if cached_only and key.requests_per_minute and not _throttle_is_local():
+            raise NeedsDatabase("rate limit")
+        api_key_throttle(key=key)
     if agent_slug is None:
         return key, None
-    agent = selectors.agent_cached(cache=cache, slug=agent_slug)
     if agent is None:
         raise AgentNotFound(
             f"The model '{agent_slug}' does not exist or you do not have access to it.",

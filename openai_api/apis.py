@@ -25,7 +25,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from agents import llm, selectors, services
 from agents.backends import backend_for
-from agents.database import run_db
+from agents.database import ReadNotAvailable, run_db
 from agents.exceptions import (
     GaiaError,
     InvalidRequest,
@@ -117,11 +117,21 @@ class V1View(View):
         return response
 
     async def authorize(self, request: HttpRequest, agent_slug: str | None = None) -> Any:
-        return await run_db(services.request_authorize,
-            raw_key=raw_api_key(request),
-            anonymous_allowed=settings.GAIA_ALLOW_ANONYMOUS,
-            agent_slug=agent_slug,
-        )
+        """``(key, agent)``: on the event loop when what it needs is in memory and the
+        configuration stamp says it is current (the usual case), else on a database thread
+        (a first sight of a key or agent, an edit, a ``last_used_at`` to write, a rate
+        limit counted in Redis). The stamp is read on every request, so a revoked key is
+        refused on the next request, as before."""
+        args: dict[str, Any] = {"raw_key": raw_api_key(request), "agent_slug": agent_slug,
+                                "anonymous_allowed": settings.GAIA_ALLOW_ANONYMOUS}
+        try:
+            version = await selectors.config_version_nowait()
+        except ReadNotAvailable:
+            return await run_db(services.request_authorize, **args)
+        try:
+            return services.request_authorize(version=version, cached_only=True, **args)
+        except services.NeedsDatabase:
+            return await run_db(services.request_authorize, version=version, **args)
 
 
 class HealthApi(V1View):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 
 import httpx
@@ -53,6 +54,37 @@ def test_bad_keys_are_401_invalid_api_key(gaia_server, echo_agent, make_key, sta
     # Auth comes before everything else, even a malformed body.
     r = httpx.post(gaia_server.v1 + "/chat/completions", content=b"{", headers=headers)
     assert r.status_code == 401
+
+
+def test_changes_to_a_key_in_use_show_on_the_next_request(gaia_server, make_agent, make_key):
+    # The server keeps keys and agents in memory once seen; each request reads the
+    # configuration stamp (on the event loop) to know whether they are still current.
+    from agents.models import Agent
+
+    make_agent(slug="echo", provider__options={})
+    make_agent(slug="spare", provider__options={})
+    key, secret = make_key()
+    headers = {"x-api-key": secret}
+    assert [post(gaia_server, headers).status_code for _ in range(3)] == [200, 200, 200]
+    echo = Agent.objects.get(slug="echo")
+    echo.enabled = False
+    echo.save()  # as the admin does: the save renews the stamp
+    assert post(gaia_server, headers).status_code == 404
+    assert post(gaia_server, headers, {**BODY, "model": "spare"}).status_code == 200
+    api_key_revoke(key=key)
+    r = post(gaia_server, headers, {**BODY, "model": "spare"})
+    assert r.status_code == 401
+    assert "revoked" in r.json()["error"]["message"]
+
+
+def test_a_key_in_use_expires_on_time(gaia_server, echo_agent, make_key):
+    key, secret = make_key(expires_at=timezone.now() + timedelta(seconds=2))
+    assert post(gaia_server, {"x-api-key": secret}).status_code == 200
+    assert post(gaia_server, {"x-api-key": secret}).status_code == 200  # from memory
+    time.sleep(max(0.0, (key.expires_at - timezone.now()).total_seconds()) + 0.2)
+    r = post(gaia_server, {"x-api-key": secret})
+    assert r.status_code == 401
+    assert "expired" in r.json()["error"]["message"]
 
 
 def test_models_need_a_key_too(gaia_server, echo_agent):
