@@ -29,6 +29,7 @@ prompt_log = logging.getLogger("gaia.prompts")
 
 KEEPALIVE = object()  # yielded by Turn.events when the backend has been silent for a while
 _END = object()  # queued after the backend's last event
+_BUSY = object()  # queued when a named session's thread turned out to be busy
 
 
 @dataclass
@@ -94,8 +95,9 @@ class Turn:
         self.spec = spec
         self.agent = spec.agent
         self.result = services.TurnResult(response_id=spec.response_id)
-        self._begin_later: Any = None  # a derived session's begin, started by _begin_now
-        self._begin_task: asyncio.Future[services.TurnStart] | None = None
+        self._begin_later: Any = None  # the begin of a turn with client-held history
+        self._begin_task: asyncio.Future[services.TurnStart | None] | None = None
+        self._workspace: str | None = None
         self.request: llm.LLMRequest | None = None
         self._start: services.TurnStart | None = None
         self._events: asyncio.Queue[Any] = asyncio.Queue()  # filled by _pump
@@ -113,14 +115,17 @@ class Turn:
     async def open(self) -> None:
         """Check the request, take the thread's lease and build the backend request.
 
-        A named session (a session header, an explicit thread) waits for its thread's lease
-        and stores the new messages first. A derived session never waits for a lease and its
-        history is the client's own, so it is stored while the provider works on its first
-        token instead of before: from the moment the request is on its way (the database
-        write would otherwise compete with sending it), and :meth:`first` joins the two.
+        An explicit thread (``X-Gaia-Thread-Id``) may continue its stored conversation, so
+        its history is read, under the thread's lease, before anything is sent. Otherwise the
+        history the provider sees is the client's own, so the turn is stored while the
+        provider works on its first token instead of before: from the moment the request is
+        on its way (the database write would otherwise compete with sending it), and
+        :meth:`first` joins the two. A derived session never waits for a lease. A named
+        session (a session header) whose thread turns out to be busy with another turn stops
+        the request it sent, waits for the thread and sends it again (:meth:`first`).
 
-        Raises :class:`GaiaError` subclasses (400 context or images, 409 busy, 404 thread)
-        before any output exists.
+        Raises :class:`GaiaError` subclasses (400 context or images, 404 thread) before any
+        output exists; 409 (thread busy) comes from :meth:`first`.
         """
         spec = self.spec
         client = spec.request
@@ -137,14 +142,14 @@ class Turn:
                 f"The model '{spec.agent.slug}' cannot call client tools.",
                 param="tools", code="tools_not_supported",
             )
-        workspace = extract_workspace_root(client.messages)
-        exclusive = bool(spec.thread_id or spec.session_key)
-        if exclusive:
-            self._start = await self._begin(workspace, exclusive=True)
+        workspace = self._workspace = extract_workspace_root(client.messages)
+        if spec.thread_id:
+            self._start = await self._begin(workspace)
             self.request = self.build_request(self._start.history, workspace)
         else:
             self.request = self.build_request(client.messages, workspace)
-            self._begin_later = lambda: self._begin(workspace, exclusive=False)
+            exclusive = bool(spec.session_key)
+            self._begin_later = lambda: self._begin_once(workspace, exclusive=exclusive)
         limit = spec.agent.max_input_tokens
         if limit:
             used, _ = backend.count_tokens(self.request)
@@ -157,21 +162,29 @@ class Turn:
         if settings.GAIA_SHOW_PROMPTS:
             prompt_log.debug("prompt to %s: %r", spec.agent.provider.name, self.request)
 
-    async def _begin(self, workspace: str | None, *, exclusive: bool) -> services.TurnStart:
+    async def _begin_once(self, workspace: str | None, *, exclusive: bool
+                          ) -> services.TurnStart | None:
+        """Store the turn under its thread's lease; ``None`` if another turn holds it (only
+        when ``exclusive``: a derived session that finds its thread busy gets a new one)."""
         spec = self.spec
         session_key = spec.session_key or services.session_key_fallback(
             model=spec.agent.slug, user=spec.user, messages=spec.request.messages
         )
+        return await run_db(
+            services.thread_turn_begin,
+            agent=spec.agent, api_key=spec.api_key, session_key=session_key,
+            thread_id=spec.thread_id, user=spec.user, incoming=spec.request.messages,
+            workspace_root=workspace, dialect=spec.dialect,
+            lease_seconds=settings.GAIA_THREAD_LOCK_SECONDS, exclusive=exclusive,
+        )
+
+    async def _begin(self, workspace: str | None) -> services.TurnStart:
+        """Wait for the thread's lease (at most ``GAIA_THREAD_WAIT_SECONDS``, else 409) and
+        store the turn."""
         deadline = time.monotonic() + settings.GAIA_THREAD_WAIT_SECONDS
         delay = 0.02
         while True:
-            start = await run_db(
-                services.thread_turn_begin,
-                agent=spec.agent, api_key=spec.api_key, session_key=session_key,
-                thread_id=spec.thread_id, user=spec.user, incoming=spec.request.messages,
-                workspace_root=workspace, dialect=spec.dialect,
-                lease_seconds=settings.GAIA_THREAD_LOCK_SECONDS, exclusive=exclusive,
-            )
+            start = await self._begin_once(workspace, exclusive=True)
             if start is not None:
                 return start
             if time.monotonic() > deadline:
@@ -185,7 +198,15 @@ class Turn:
         request is sent, and :meth:`_started` if it never got that far)."""
         if self._begin_later is not None:
             self._begin_task = asyncio.ensure_future(self._begin_later())
+            self._begin_task.add_done_callback(self._begun)
             self._begin_later = None
+
+    def _begun(self, task: asyncio.Future[services.TurnStart | None]) -> None:
+        if not task.cancelled() and task.exception() is None and task.result() is None:
+            # The thread is busy: stop the request now, not after its first token.
+            if self._pump_task is not None:
+                self._pump_task.cancel()
+            self._events.put_nowait(_BUSY)
 
     async def _started(self) -> services.TurnStart | None:
         """The turn's thread record once stored (raises why storing it failed)."""
@@ -231,15 +252,42 @@ class Turn:
         error here propagates (and is recorded): nothing was sent to the client yet.
         """
         assert self.request is not None
-        self._pump_task = asyncio.create_task(self._pump(backend_stream(
-            self.agent.provider, self.request, on_sent=self._begin_now)))
+        self._send(on_sent=self._begin_now)
         try:
             event = await self._next(wait)
-            await self._started()
+            if event is _BUSY or await self._started() is None:
+                event = await self._resend_when_free(wait)
             return event
         except BaseException as exc:
             await self._shielded_close(exc)
             raise
+
+    def _send(self, *, on_sent: Any = None) -> None:
+        assert self.request is not None
+        self._pump_task = asyncio.create_task(self._pump(backend_stream(
+            self.agent.provider, self.request, on_sent=on_sent)))
+
+    async def _resend_when_free(self, wait: float) -> Any:
+        """A named session's thread was busy with another turn: the request was sent in the
+        expectation that it was not (the usual case, and the provider's work then overlaps
+        with storing the turn). Stop it before any of its output is used, wait for the
+        thread (409 after ``GAIA_THREAD_WAIT_SECONDS``) and send it again."""
+        await self._stop_pump()
+        self._events = asyncio.Queue()
+        self.result = services.TurnResult(response_id=self.spec.response_id)
+        self._first_at, self._usage = None, None
+        self._text.clear()
+        self._reasoning.clear()
+        self._tools.clear()
+        self._start = await self._begin(self._workspace)
+        self._send()
+        return await self._next(wait)
+
+    async def _stop_pump(self) -> None:
+        """Stop the backend (the upstream request is closed) and wait until it has."""
+        if self._pump_task is not None:
+            self._pump_task.cancel()
+            await asyncio.gather(self._pump_task, return_exceptions=True)
 
     async def _pump(self, stream: Any) -> None:
         """Move the backend's events to the queue as they come, then ``_END`` or the error.
@@ -264,6 +312,8 @@ class Turn:
             return KEEPALIVE
         if event is _END:
             return None
+        if event is _BUSY:
+            return event
         if isinstance(event, _Failed):
             raise event.error
         self._absorb(event)
@@ -343,10 +393,7 @@ class Turn:
         if self._closed:
             return
         self._closed = True
-        if self._pump_task is not None:
-            # Stops the backend (the upstream request is closed) and waits until it has.
-            self._pump_task.cancel()
-            await asyncio.gather(self._pump_task, return_exceptions=True)
+        await self._stop_pump()
         if self._start is None:
             try:
                 if await self._started() is None:

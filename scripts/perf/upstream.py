@@ -185,7 +185,7 @@ async def run_fake_paths(fake_url: str, gaia: str, key: str, n: int, max_tokens:
                                          {"Authorization": f"Bearer {key}"},
                                          chat_body("perf-fake", max_tokens, prompt, i)),
             # A client naming its conversation (Open WebUI, LibreChat, Claude Code): the
-            # turn takes the thread's lease and is stored before the upstream is asked.
+            # turn also takes its thread's lease (while the upstream works).
             "gaia+session": lambda i: sse_stream(
                 client, f"{gaia}/v1/chat/completions",
                 {"Authorization": f"Bearer {key}", "X-Session-Id": f"perf-{uuid.uuid4()}"},
@@ -387,7 +387,7 @@ def main() -> None:
               f"varies by more than that on a shared host, which moves the p50 difference")
     fake = {r["path"]: r for r in rows if r["upstream"] == "fake-openai"}
     direct = fake["direct"]
-    print(f"fake-openai: a named session (X-Session-Id, stored before the upstream is asked) "
+    print(f"fake-openai: a named session (X-Session-Id: the thread's lease is taken too) "
           f"adds {fake['gaia+session']['ttft_p50_ms'] - direct['ttft_p50_ms']:+.2f} ms to p50 "
           f"TTFT")
     print(f"fake-openai: the openai backend alone (in-process, no HTTP server, no turn "

@@ -129,6 +129,48 @@ def test_turns_on_one_thread_are_serialised(gaia_server, make_agent, api_key):
     assert roles == ["user", "assistant"] * 3  # never user, user, assistant, assistant
 
 
+def test_a_busy_named_session_stops_its_request_and_waits(gaia_server, make_agent, api_key):
+    # A named session's request is sent while its turn is stored; if the thread turns out
+    # to be busy with another turn, that request is stopped and sent again once it is free.
+    # (Different new messages would not wait: the second finds a history it does not
+    # share, and forks at once.)
+    from tests.fakes.openai_upstream import FakeOpenAIUpstream
+
+    with FakeOpenAIUpstream(tokens=4, ttft_ms=600) as up:
+        make_agent(slug="slow-up", provider__kind="openai", provider__base_url=up.base_url,
+                   provider__name="slow-upstream")
+        session = {"X-Session-Id": "busy-session"}
+        r1 = chat(gaia_server, api_key, [u("start")], model="slow-up", **session)
+        tid = r1.headers["x-gaia-thread-id"]
+        said = a(r1.json()["choices"][0]["message"]["content"])
+
+        async def both():  # the same message twice at once (a double submit, a retry)
+            async with httpx.AsyncClient(timeout=30) as client:
+                async def send():
+                    return await client.post(
+                        gaia_server.v1 + "/chat/completions",
+                        json={"model": "slow-up", "messages": [u("start"), said, u("next")]},
+                        headers={"Authorization": f"Bearer {api_key}", **session})
+                t0 = time.monotonic()
+                rs = await asyncio.gather(send(), send())
+                return rs, time.monotonic() - t0
+
+        rs, elapsed = asyncio.run(both())
+        assert [r.status_code for r in rs] == [200, 200]
+        assert elapsed >= 1.2  # two 0.6 s turns, one after the other
+        # One continued the thread, the other found it moved on and forked from it.
+        threads = {r.headers["x-gaia-thread-id"] for r in rs}
+        assert tid in threads
+        assert len(threads) == 2
+        assert [m[0] for m in roles_and_text(tid)] == ["user", "assistant"] * 2
+        (fork,) = threads - {tid}
+        assert str(Thread.objects.get(pk=fork).forked_from_id) == tid
+        # The waiting turn's first request was stopped, not left to run to its end.
+        completed = [r for r in up.requests if r.completed]
+        assert len(completed) == 3
+        assert len(up.requests) - len(completed) == up.disconnects <= 1
+
+
 def test_stream_disconnect_cancels_and_stores_partial_reply(gaia_server, make_agent, api_key):
     words = " ".join(f"w{i}" for i in range(200))
     make_agent(slug="long", provider__options={"reply": words, "delay_ms": 50})
