@@ -206,15 +206,17 @@ async def run_fake_paths(fake_url: str, gaia: str, key: str, n: int, max_tokens:
 
 def local_direct_stream(backend: Any, max_tokens: int, prompt: str, i: int) -> Sample:
     """One generation with the same model, prompt tokens and sampling as Gaia's local
-    provider, in this process (no HTTP, no turn bookkeeping)."""
+    provider, in this process (no HTTP, no turn bookkeeping). The clock starts with the
+    chat messages, as for a client of llama-cpp-python's chat API: applying the chat
+    template and tokenizing are part of any path's time to first token."""
     from agents.llm import LLMRequest, Message, TextPart
 
     model = backend.model()
     request = LLMRequest(model="", system="", temperature=0.0, max_output_tokens=max_tokens,
                          messages=[Message("user", (TextPart(f"{prompt} (request {i})"),))])
-    tokens = model.tokenize(model.prompt(request))
     sampling = backend._sampling(request)
     t0 = time.perf_counter()
+    tokens = model.tokenize(model.prompt(request))
     first = last = None
     count = 0
     with model.lock:
