@@ -87,3 +87,30 @@ async def test_rate_limits_count_each_request_once(echo_agent, make_key):
 def test_in_memory_sqlite_is_read_on_a_database_thread():
     with pytest.raises(ReadNotAvailable):
         database._sqlite_read(":memory:", "SELECT 1")
+
+
+async def test_a_lost_read_connection_is_replaced(echo_agent, make_key, db_trips):
+    from django.db import connection
+
+    key, secret = await run_db(make_key)
+    await authorize(secret)
+    await authorize(secret)
+    loop = asyncio.get_running_loop()
+    if connection.vendor == "postgresql":
+        # The server ends the event loop's connection, as a restart or an idle timeout would.
+        pid = database._pg_reads[loop].info.backend_pid
+
+        def terminate():
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_terminate_backend(%s, 5000)", [pid])  # waits for it
+
+        await run_db(terminate)
+    else:
+        database.close_loop_reads()  # the SQLite read connection is gone
+    db_trips.clear()
+    got_key, _ = await authorize(secret)  # answered all the same, from a database thread
+    assert got_key.pk == key.pk
+    assert db_trips == ["request_authorize"]
+    got_key, _ = await authorize(secret)  # a new read connection: on the loop again
+    assert got_key.pk == key.pk
+    assert db_trips == ["request_authorize"]
