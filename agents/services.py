@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from django.core.cache import cache
+from django.core.cache import cache, caches
+from django.core.cache.backends.locmem import LocMemCache
 from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
@@ -124,9 +125,6 @@ def api_key_authenticate(
 
 def _throttle_is_local() -> bool:
     """Whether the rate-limit counters live in this process (no Redis: one server process)."""
-    from django.core.cache import caches
-    from django.core.cache.backends.locmem import LocMemCache
-
     return isinstance(caches["default"], LocMemCache)
 
 
