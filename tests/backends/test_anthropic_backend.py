@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 
 import pytest
 
@@ -22,6 +21,7 @@ from agents.llm import (
     ToolChoice,
     Usage,
 )
+from tests.conftest import free_port
 from tests.fakes import Drop, Fail, Hang, Reply, ToolCallSpec
 
 from .conftest import ask, collect, drain
@@ -186,9 +186,7 @@ async def test_server_errors_are_502(provider, anthropic_upstream, status):
 
 
 async def test_unreachable_is_502(new_provider):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()  # nothing listens there
     provider = new_provider("anthropic", base_url=f"http://127.0.0.1:{port}",
                              api_key_secret=SECRET, default_model="m")
     with pytest.raises(BackendError) as caught:

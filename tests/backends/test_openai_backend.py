@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 
 import pytest
 
@@ -23,6 +22,7 @@ from agents.llm import (
     ToolChoice,
     Usage,
 )
+from tests.conftest import free_port
 from tests.fakes import Drop, Fail, Hang, Reply, ToolCallSpec
 
 from .conftest import ask, collect, drain
@@ -182,9 +182,7 @@ async def test_on_sent_is_called_once_the_request_is_on_the_wire(provider, opena
 
 
 async def test_on_sent_is_not_called_when_the_upstream_is_unreachable(new_provider):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()  # nothing listens there
     provider = new_provider("openai", base_url=f"http://127.0.0.1:{port}/v1",
                             default_model="m", options={"max_retries": 1})
     sent: list[bool] = []
@@ -198,9 +196,7 @@ async def test_max_retries_retries_a_refused_connection(new_provider):
     """An upstream that is restarting (connection refused) is tried again, with backoff."""
     from tests.fakes.openai_upstream import FakeOpenAIUpstream
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()  # nothing listens there
     provider = new_provider("openai", base_url=f"http://127.0.0.1:{port}/v1",
                             default_model="m", options={"max_retries": 4})
     task = asyncio.create_task(collect(backend_stream(provider, ask())))
@@ -268,9 +264,7 @@ async def test_server_error_is_a_502(provider, openai_upstream, status):
 
 
 async def test_unreachable_upstream_is_a_502(new_provider):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()  # nothing listens there
     provider = new_provider("openai", base_url=f"http://127.0.0.1:{port}/v1",
                              default_model="m")
     with pytest.raises(BackendError) as caught:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import socket
 from typing import Any
 
 import httpx
 import pytest
 
 from agents.models import Message, Thread
+from tests.conftest import free_port
 from tests.sse import parse_sse
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -215,9 +215,7 @@ def test_unreachable_upstream_is_502_and_the_turn_is_still_recorded(gaia_server,
                                                                     api_key):
     """A turn without a session id is stored once its request reaches the provider; one
     that never got there (connection refused) is recorded all the same."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()  # nothing listens there
     make_agent(slug="nowhere", provider__kind="openai",
                provider__base_url=f"http://127.0.0.1:{port}/v1", provider__name="nowhere")
     for stream in (False, True):
