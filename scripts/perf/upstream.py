@@ -13,6 +13,11 @@ the same machine (its background load drifts):
 
 and, while a long local generation streams through Gaia, the latency of ``GET /health``.
 
+Every stream is read with aiohttp over a kept-alive connection. Through Gaia the local model
+is also read with httpx, on alternate questions: the direct local path has no HTTP client, so
+what the client itself costs counts against Gaia there, and httpx costs about 1 ms more than
+aiohttp per stream (sending the request and parsing the first response).
+
 Gaia is a real uvicorn process serving ``gaia_site.asgi:application`` on a throwaway data dir
 (``GAIA_DATA_DIR``), migrated and provisioned by this script. Prints a table and the ratios;
 targets: Gaia adds under 5 ms to the p50 time to first token and keeps at least 95 % of the
@@ -38,6 +43,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import httpx
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -100,30 +106,60 @@ class Sample:
         return (self.tokens - 1) / self.decode_seconds if self.decode_seconds > 0 else 0.0
 
 
-async def sse_stream(client: httpx.AsyncClient, url: str, headers: dict[str, str],
+class Deltas:
+    """The content deltas of one streamed chat completion (one per upstream token), timed
+    from ``t0``, the moment the request was handed to the HTTP client."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.t0 = time.perf_counter()
+        self.first: float | None = None
+        self.last = 0.0
+        self.tokens = 0
+
+    def line(self, line: bytes) -> None:
+        if not line.startswith(b"data: ") or line.startswith(b"data: [DONE]"):
+            return
+        chunk = json.loads(line[6:])
+        if "error" in chunk:
+            raise SystemExit(f"{self.url}: in-band error {chunk['error']}")
+        for choice in chunk.get("choices") or ():
+            if (choice.get("delta") or {}).get("content"):
+                now = time.perf_counter()
+                self.first = self.first if self.first is not None else now
+                self.last = now
+                self.tokens += 1
+
+    def sample(self) -> Sample:
+        if self.first is None:
+            raise SystemExit(f"{self.url}: no content")
+        return Sample(self.first - self.t0, self.tokens, self.last - self.first)
+
+
+async def sse_stream(client: aiohttp.ClientSession, url: str, headers: dict[str, str],
                      body: dict[str, Any]) -> Sample:
-    """One streamed chat completion; counts content deltas (one per upstream token)."""
-    t0 = time.perf_counter()
-    first = last = None
-    tokens = 0
+    """One streamed chat completion with aiohttp, the measuring client of every path (its C
+    HTTP parser costs the least of Python's clients, and the client's own work is no part
+    of what Gaia adds)."""
+    deltas = Deltas(url)
+    async with client.post(url, json=body, headers=headers) as response:
+        if response.status != 200:
+            raise SystemExit(f"{url}: HTTP {response.status}: {await response.read()}")
+        async for line in response.content:
+            deltas.line(line)
+    return deltas.sample()
+
+
+async def sse_stream_httpx(client: httpx.AsyncClient, url: str, headers: dict[str, str],
+                           body: dict[str, Any]) -> Sample:
+    """The same with httpx, the OpenAI SDK's HTTP client: what a heavier client adds."""
+    deltas = Deltas(url)
     async with client.stream("POST", url, json=body, headers=headers) as response:
         if response.status_code != 200:
             raise SystemExit(f"{url}: HTTP {response.status_code}: {await response.aread()}")
         async for line in response.aiter_lines():
-            if not line.startswith("data: ") or line == "data: [DONE]":
-                continue
-            chunk = json.loads(line[6:])
-            if "error" in chunk:
-                raise SystemExit(f"{url}: in-band error {chunk['error']}")
-            for choice in chunk.get("choices") or ():
-                if (choice.get("delta") or {}).get("content"):
-                    now = time.perf_counter()
-                    first = first if first is not None else now
-                    last = now
-                    tokens += 1
-    if first is None or last is None:
-        raise SystemExit(f"{url}: no content")
-    return Sample(first - t0, tokens, last - first)
+            deltas.line(line.encode())
+    return deltas.sample()
 
 
 def chat_body(model: str, max_tokens: int, prompt: str, i: int) -> dict[str, Any]:
@@ -176,7 +212,7 @@ async def run_fake_paths(fake_url: str, gaia: str, key: str, n: int, max_tokens:
                         default_model="fake-model", timeout_seconds=60, max_concurrency=8,
                         options={})
     provider.updated_at = timezone.now()
-    async with httpx.AsyncClient(timeout=300) as client:
+    async with aiohttp.ClientSession() as client:
         paths = {
             "direct": lambda i: sse_stream(client, f"{fake_url}/chat/completions", {},
                                            chat_body("fake-model", max_tokens, prompt, i)),
@@ -235,26 +271,47 @@ def local_direct_stream(backend: Any, max_tokens: int, prompt: str, i: int) -> S
     return Sample(first - t0, count, last - first)
 
 
-async def run_local_paths(gaia: str, key: str, n: int, max_tokens: int, prompt: str,
-                          options: dict[str, Any]) -> dict[str, list[Sample]]:
+async def run_local_paths(gaia: str, key: str, n_short: int, n_long: int, short_tokens: int,
+                          long_tokens: int, prompt: str, options: dict[str, Any]
+                          ) -> tuple[dict[str, list[Sample]], dict[str, list[float]]]:
     """The local model directly and through Gaia, one stream each in turn (the machine's
-    load drifts; the model is CPU-bound), request ``i`` of both paths asking the same
-    question. Gaia is reached over one kept-alive connection, as chat clients do."""
+    load drifts; the model is CPU-bound; which path goes first alternates), request ``i``
+    of both paths asking the same question, so both model instances hold the same previous
+    prompt in their cache.
+
+    Most streams are short (``short_tokens``): what Gaia adds is a few ms on some 45 ms of
+    prompt evaluation that varies by several ms from one question to the next, so it takes
+    many pairs to pin down. The last ``n_long`` streams (``long_tokens``) measure tokens/s.
+
+    Gaia is reached over one kept-alive connection, as chat clients do: with aiohttp for
+    even ``i``, with httpx for odd ``i``. The direct path has no HTTP client, so the
+    client's own work counts as Gaia's here: the httpx rows show how much a heavier client
+    adds. Returns the samples and, per Gaia path, the per-question differences."""
     _django()
     from agents.backends.local import LocalBackend
 
     backend = LocalBackend(name="direct", options=options)
-    samples: dict[str, list[Sample]] = {"direct": [], "gaia": []}
-    async with httpx.AsyncClient(timeout=300) as client:
-        for i in range(-1, n):  # a warm-up stream of each path first
-            direct = local_direct_stream(backend, max_tokens, prompt, i)
-            through = await sse_stream(client, f"{gaia}/v1/chat/completions",
-                                       {"Authorization": f"Bearer {key}"},
-                                       chat_body("perf-local", max_tokens, prompt, i))
+    url, headers = f"{gaia}/v1/chat/completions", {"Authorization": f"Bearer {key}"}
+    samples: dict[str, list[Sample]] = {"direct": [], "gaia": [], "gaia-httpx": []}
+    diffs: dict[str, list[float]] = {"gaia": [], "gaia-httpx": []}
+    plan = [short_tokens] * (4 + n_short) + [long_tokens] * n_long  # 4 warm-up streams
+    async with aiohttp.ClientSession() as client, httpx.AsyncClient(timeout=300) as heavy:
+        for i, max_tokens in enumerate(plan, start=-4):
+            body = chat_body("perf-local", max_tokens, prompt, i)
+            path = "gaia" if i % 2 == 0 else "gaia-httpx"
+            if (i // 2) % 2:
+                direct = local_direct_stream(backend, max_tokens, prompt, i)
+            if path == "gaia":
+                through = await sse_stream(client, url, headers, body)
+            else:
+                through = await sse_stream_httpx(heavy, url, headers, body)
+            if not (i // 2) % 2:
+                direct = local_direct_stream(backend, max_tokens, prompt, i)
             if i >= 0:
                 samples["direct"].append(direct)
-                samples["gaia"].append(through)
-    return samples
+                samples[path].append(through)
+                diffs[path].append(through.ttft - direct.ttft)
+    return samples, diffs
 
 
 async def health_idle(gaia: str, n: int = 30) -> list[float]:
@@ -273,7 +330,7 @@ async def health_during_generation(gaia: str, key: str, prompt: str, max_tokens:
     """Poll /health every 20 ms while one long local generation streams through Gaia."""
     latencies: list[float] = []
     async with httpx.AsyncClient(timeout=300) as client:
-        gen = asyncio.create_task(sse_stream(
+        gen = asyncio.create_task(sse_stream_httpx(
             client, f"{gaia}/v1/chat/completions", {"Authorization": f"Bearer {key}"},
             {"model": "perf-local", "stream": True, "max_tokens": max_tokens,
              "messages": [{"role": "user", "content": prompt + " (health)"}]}))
@@ -288,12 +345,15 @@ async def health_during_generation(gaia: str, key: str, prompt: str, max_tokens:
         return latencies, await gen
 
 
-def row(name: str, path: str, samples: list[Sample]) -> dict[str, Any]:
+def row(name: str, path: str, samples: list[Sample], min_tokens: int = 0) -> dict[str, Any]:
+    """TTFT over all ``samples``; tokens/s over those of at least ``min_tokens`` tokens."""
+    long = [s for s in samples if s.tokens >= min_tokens]
     return {"upstream": name, "path": path, "n": len(samples),
             "ttft_p50_ms": pct([s.ttft for s in samples], 50) * 1000,
             "ttft_p90_ms": pct([s.ttft for s in samples], 90) * 1000,
-            "tok_s_p50": statistics.median(s.rate for s in samples),
-            "tokens_p50": statistics.median(s.tokens for s in samples)}
+            "n_rate": len(long),
+            "tok_s_p50": statistics.median(s.rate for s in long) if long else float("nan"),
+            "tokens_p50": statistics.median(s.tokens for s in long) if long else 0}
 
 
 def main() -> None:
@@ -304,8 +364,14 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--token-delay-ms", type=float, default=5.0)
     parser.add_argument("--ttft-ms", type=float, default=20.0)
-    parser.add_argument("--local-requests", type=int, default=16)
-    parser.add_argument("--local-tokens", type=int, default=128)
+    parser.add_argument("--local-requests", type=int, default=160,
+                        help="short local streams per path, for TTFT (half of Gaia's with "
+                             "each client)")
+    parser.add_argument("--local-short-tokens", type=int, default=8)
+    parser.add_argument("--local-long", type=int, default=16,
+                        help="long local streams per path, for tokens/s")
+    parser.add_argument("--local-tokens", type=int, default=128,
+                        help="tokens per long local stream")
     parser.add_argument("--local-threads", type=int, default=0,
                         help="llama.cpp threads (default: the provider default, all cores)")
     parser.add_argument("--skip-local", action="store_true")
@@ -347,13 +413,13 @@ def main() -> None:
             health: list[float] = []
             idle: list[float] = []
             health_sample = None
-            paired = float("nan")
+            diffs: dict[str, list[float]] = {}
             if not args.skip_local:
-                local = asyncio.run(run_local_paths(gaia, secret, args.local_requests,
-                                                    args.local_tokens, prompt, local_options))
-                rows += [row("local", path, local[path]) for path in local]
-                paired = statistics.median(g.ttft - d.ttft for d, g in zip(
-                    local["direct"], local["gaia"], strict=True)) * 1000
+                local, diffs = asyncio.run(run_local_paths(
+                    gaia, secret, args.local_requests, args.local_long,
+                    args.local_short_tokens, args.local_tokens, prompt, local_options))
+                rows += [row("local", path, local[path], min_tokens=args.local_tokens // 2)
+                         for path in local]
                 idle = asyncio.run(health_idle(gaia))
                 health, health_sample = asyncio.run(health_during_generation(
                     gaia, secret, prompt, max(args.local_tokens, 256)))
@@ -364,11 +430,12 @@ def main() -> None:
                 proc.wait(timeout=10)
 
     print()
-    print(f"{'upstream':<12} {'path':<8} {'n':>3} {'ttft p50 ms':>12} {'ttft p90 ms':>12} "
-          f"{'tok/s p50':>10} {'tokens':>7}")
+    print(f"{'upstream':<12} {'path':<12} {'n':>4} {'ttft p50 ms':>12} {'ttft p90 ms':>12} "
+          f"{'n':>4} {'tok/s p50':>10} {'tokens':>7}")
     for r in rows:
-        print(f"{r['upstream']:<12} {r['path']:<8} {r['n']:>3} {r['ttft_p50_ms']:>12.2f} "
-              f"{r['ttft_p90_ms']:>12.2f} {r['tok_s_p50']:>10.1f} {r['tokens_p50']:>7.0f}")
+        print(f"{r['upstream']:<12} {r['path']:<12} {r['n']:>4} {r['ttft_p50_ms']:>12.2f} "
+              f"{r['ttft_p90_ms']:>12.2f} {r['n_rate']:>4} {r['tok_s_p50']:>10.1f} "
+              f"{r['tokens_p50']:>7.0f}")
     print()
     verdicts = []
     for name in ("fake-openai", "local"):
@@ -383,10 +450,17 @@ def main() -> None:
               f"(ratio {pair['gaia']['ttft_p50_ms'] / pair['direct']['ttft_p50_ms']:.3f}), "
               f"keeps {kept * 100:.1f} % of direct tok/s -> "
               f"{'meets' if ok else 'MISSES'} target (<5 ms, >=95 %)")
-    if not args.skip_local:
+    if diffs:
+        local = {r["path"]: r for r in rows if r["upstream"] == "local"}
+        paired = {path: statistics.median(d) * 1000 for path, d in diffs.items()}
         print(f"local: the median of the per-question differences (request i through Gaia "
-              f"minus request i directly) is {paired:+.2f} ms; the eval time of one prompt "
-              f"varies by more than that on a shared host, which moves the p50 difference")
+              f"minus request i directly) is {paired['gaia']:+.2f} ms; the eval time of one "
+              f"prompt varies by more than that on a shared host, which moves the p50 "
+              f"difference")
+        print(f"local: with httpx as the client (the OpenAI SDK's) instead of aiohttp, "
+              f"{local['gaia-httpx']['ttft_p50_ms'] - local['direct']['ttft_p50_ms']:+.2f} ms "
+              f"(per-question median {paired['gaia-httpx']:+.2f} ms): the client's own work, "
+              f"which the in-process direct path does not have")
     fake = {r["path"]: r for r in rows if r["upstream"] == "fake-openai"}
     direct = fake["direct"]
     print(f"fake-openai: a named session (X-Session-Id: the thread's lease is taken too) "
