@@ -9,7 +9,8 @@ the same machine (its background load drifts):
     (``adapter``: what the provider kind costs apart from Gaia's per-turn work), and through
     Gaia (an ``openai`` provider on it);
 (b) the local GGUF model: directly in this process with llama-cpp-python (same prompt tokens
-    and sampling as Gaia's ``local`` provider), and through Gaia (a ``local`` provider);
+    and sampling as Gaia's ``local`` provider), and through Gaia (a ``local`` provider): the
+    time to first token over many short streams (8 tokens), tokens/s over a few long ones;
 
 and, while a long local generation streams through Gaia, the latency of ``GET /health``.
 
