@@ -300,18 +300,18 @@ async def run_local_paths(gaia: str, key: str, n_short: int, n_long: int, short_
         for i, max_tokens in enumerate(plan, start=-4):
             body = chat_body("perf-local", max_tokens, prompt, i)
             path = "gaia" if i % 2 == 0 else "gaia-httpx"
+            through = (sse_stream(client, url, headers, body) if path == "gaia"
+                       else sse_stream_httpx(heavy, url, headers, body))
             if (i // 2) % 2:
                 direct = local_direct_stream(backend, max_tokens, prompt, i)
-            if path == "gaia":
-                through = await sse_stream(client, url, headers, body)
+                sample = await through
             else:
-                through = await sse_stream_httpx(heavy, url, headers, body)
-            if not (i // 2) % 2:
+                sample = await through
                 direct = local_direct_stream(backend, max_tokens, prompt, i)
             if i >= 0:
                 samples["direct"].append(direct)
-                samples[path].append(through)
-                diffs[path].append(through.ttft - direct.ttft)
+                samples[path].append(sample)
+                diffs[path].append(sample.ttft - direct.ttft)
     return samples, diffs
 
 
@@ -455,9 +455,7 @@ def main() -> None:
         local = {r["path"]: r for r in rows if r["upstream"] == "local"}
         paired = {path: statistics.median(d) * 1000 for path, d in diffs.items()}
         print(f"local: the median of the per-question differences (request i through Gaia "
-              f"minus request i directly) is {paired['gaia']:+.2f} ms; the eval time of one "
-              f"prompt varies by more than that on a shared host, which moves the p50 "
-              f"difference")
+              f"minus request i directly) is {paired['gaia']:+.2f} ms")
         print(f"local: with httpx as the client (the OpenAI SDK's) instead of aiohttp, "
               f"{local['gaia-httpx']['ttft_p50_ms'] - local['direct']['ttft_p50_ms']:+.2f} ms "
               f"(per-question median {paired['gaia-httpx']:+.2f} ms): the client's own work, "
