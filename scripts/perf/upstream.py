@@ -107,33 +107,38 @@ class Sample:
         return (self.tokens - 1) / self.decode_seconds if self.decode_seconds > 0 else 0.0
 
 
-class Deltas:
-    """The content deltas of one streamed chat completion (one per upstream token), timed
-    from ``t0``, the moment the request was handed to the HTTP client."""
+class TokenClock:
+    """Times one stream's tokens from ``t0``, the moment the request was made (every path's
+    clock: over HTTP, through the adapter, and in-process)."""
 
-    def __init__(self, url: str) -> None:
-        self.url = url
+    def __init__(self, name: str) -> None:
+        self.name = name
         self.t0 = time.perf_counter()
         self.first: float | None = None
         self.last = 0.0
         self.tokens = 0
 
-    def line(self, line: bytes) -> None:
+    def tick(self) -> None:
+        """One token arrived."""
+        self.last = time.perf_counter()
+        if self.first is None:
+            self.first = self.last
+        self.tokens += 1
+
+    def sse_line(self, line: bytes) -> None:
+        """One line of a streamed chat completion: a content delta is one upstream token."""
         if not line.startswith(b"data: ") or line.startswith(b"data: [DONE]"):
             return
         chunk = json.loads(line[6:])
         if "error" in chunk:
-            raise SystemExit(f"{self.url}: in-band error {chunk['error']}")
+            raise SystemExit(f"{self.name}: in-band error {chunk['error']}")
         for choice in chunk.get("choices") or ():
             if (choice.get("delta") or {}).get("content"):
-                now = time.perf_counter()
-                self.first = self.first if self.first is not None else now
-                self.last = now
-                self.tokens += 1
+                self.tick()
 
     def sample(self) -> Sample:
         if self.first is None:
-            raise SystemExit(f"{self.url}: no content")
+            raise SystemExit(f"{self.name}: no content")
         return Sample(self.first - self.t0, self.tokens, self.last - self.first)
 
 
@@ -142,25 +147,25 @@ async def sse_stream(client: aiohttp.ClientSession, url: str, headers: dict[str,
     """One streamed chat completion with aiohttp, the measuring client of every path (its C
     HTTP parser costs the least of Python's clients, and the client's own work is no part
     of what Gaia adds)."""
-    deltas = Deltas(url)
+    clock = TokenClock(url)
     async with client.post(url, json=body, headers=headers) as response:
         if response.status != 200:
             raise SystemExit(f"{url}: HTTP {response.status}: {await response.read()}")
         async for line in response.content:
-            deltas.line(line)
-    return deltas.sample()
+            clock.sse_line(line)
+    return clock.sample()
 
 
 async def sse_stream_httpx(client: httpx.AsyncClient, url: str, headers: dict[str, str],
                            body: dict[str, Any]) -> Sample:
     """The same with httpx, the OpenAI SDK's HTTP client: what a heavier client adds."""
-    deltas = Deltas(url)
+    clock = TokenClock(url)
     async with client.stream("POST", url, json=body, headers=headers) as response:
         if response.status_code != 200:
             raise SystemExit(f"{url}: HTTP {response.status_code}: {await response.aread()}")
         async for line in response.aiter_lines():
-            deltas.line(line.encode())
-    return deltas.sample()
+            clock.sse_line(line.encode())
+    return clock.sample()
 
 
 def chat_body(model: str, max_tokens: int, prompt: str, i: int) -> dict[str, Any]:
@@ -183,18 +188,11 @@ async def adapter_stream(provider: Any, max_tokens: int, prompt: str, i: int) ->
 
     request = LLMRequest(model="", system="", max_output_tokens=max_tokens,
                          messages=[Message("user", (TextPart(f"{prompt} (request {i})"),))])
-    t0 = time.perf_counter()
-    first = last = None
-    count = 0
+    clock = TokenClock("adapter")
     async for event in backend_stream(provider, request):
         if isinstance(event, TextDelta):
-            now = time.perf_counter()
-            first = first if first is not None else now
-            last = now
-            count += 1
-    if first is None or last is None:
-        raise SystemExit("adapter: no content")
-    return Sample(first - t0, count, last - first)
+            clock.tick()
+    return clock.sample()
 
 
 async def run_fake_paths(fake_url: str, gaia: str, key: str, n: int, max_tokens: int,
@@ -252,24 +250,17 @@ def local_direct_stream(backend: Any, max_tokens: int, prompt: str, i: int) -> S
     request = LLMRequest(model="", system="", temperature=0.0, max_output_tokens=max_tokens,
                          messages=[Message("user", (TextPart(f"{prompt} (request {i})"),))])
     sampling = backend._sampling(request)
-    t0 = time.perf_counter()
+    clock = TokenClock("local direct")
     tokens = model.tokenize(model.prompt(request))
-    first = last = None
-    count = 0
     with model.lock:
         for token in model.llama.generate(tokens, **sampling):
             if model.is_eog(token):
                 break
             model.llama.detokenize([token])
-            now = time.perf_counter()
-            first = first if first is not None else now
-            last = now
-            count += 1
-            if count >= max_tokens:
+            clock.tick()
+            if clock.tokens >= max_tokens:
                 break
-    if first is None or last is None:
-        raise SystemExit("local direct: no tokens")
-    return Sample(first - t0, count, last - first)
+    return clock.sample()
 
 
 async def run_local_paths(gaia: str, key: str, n_short: int, n_long: int, short_tokens: int,
