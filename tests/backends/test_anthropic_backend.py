@@ -57,6 +57,7 @@ async def test_streams_text_with_usage_from_start_and_delta(provider, anthropic_
     assert sent.body["temperature"] == 0.3
     assert sent.body["stop_sequences"] == ["\n\n"]
     assert sent.body["stream"] is True
+    assert await anthropic_upstream.await_settled(sent)
     assert sent.completed
 
 

@@ -61,6 +61,7 @@ async def test_streams_text_usage_and_finish(provider, openai_upstream):
     assert body["max_tokens"] == 50
     assert body["temperature"] == 0.2
     assert "tools" not in body
+    assert await openai_upstream.await_settled(sent)
     assert sent.completed
     assert not sent.disconnected
 

@@ -311,6 +311,12 @@ class FakeUpstream:
         """:meth:`wait_disconnects` for async tests (does not block the event loop)."""
         return await asyncio.to_thread(self.wait_disconnects, n, timeout)
 
+    async def await_settled(self, record: RecordedRequest, timeout: float = 5.0) -> bool:
+        """Wait until the server has recorded how ``record`` ended: its handler finishes
+        after the client may already have read the last byte of the reply."""
+        return await asyncio.to_thread(
+            self.wait_for, lambda: record.completed or record.disconnected, timeout)
+
     def _notify(self) -> None:
         with self._lock:
             self._lock.notify_all()
