@@ -107,3 +107,21 @@ class BackendOverloaded(BackendError):
     status = 503
     kind = "overloaded"
     default_code = "provider_busy"
+
+
+class TurnKilled(GaiaError):
+    """An operator stopped the turn (``POST /api/v1/threads/{id}/kill``). A JSON reply gets
+    403: the official SDKs retry 408, 409, 429 and 5xx, and a retry would run the stopped turn
+    again. A stream gets it in-band."""
+
+    status = 403
+    kind = "permission"
+    default_code = "turn_killed"
+
+
+class AgentPaused(GaiaError):
+    """An operator paused the agent; it answers again once resumed."""
+
+    status = 503
+    kind = "overloaded"
+    default_code = "agent_paused"

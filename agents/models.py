@@ -89,6 +89,11 @@ class Agent(models.Model):
     max_input_tokens = models.PositiveIntegerField(default=8192)
     max_output_tokens = models.PositiveIntegerField(default=1024)
     enabled = models.BooleanField(default=True)
+    paused = models.BooleanField(
+        default=False,
+        help_text="A paused agent answers new requests with 503 until an operator resumes it; "
+        "turns in flight finish.",
+    )
     created_at = models.DateTimeField(default=timezone.now, editable=False)
     updated_at = models.DateTimeField(auto_now=True)
 

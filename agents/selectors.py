@@ -16,7 +16,7 @@ from django.db import connection
 from agents import llm, services
 from agents.database import read_nowait, run_db
 from agents.exceptions import NotFound
-from agents.models import Agent, ApiKey, Message
+from agents.models import Agent, ApiKey, Message, Thread
 
 # ---------------------------------------------------------------------------------------------
 # The access cache: API keys and agents as the hot path needs them, valid while the
@@ -62,6 +62,13 @@ def access_cache(*, version: str | None | object = ...) -> _AccessCache:
         if _access.version != version:
             _access = _AccessCache(version=version)  # type: ignore[arg-type]
         return _access
+
+
+def access_cache_drop() -> None:
+    """Forget every cached key and agent; the next request reads them again."""
+    global _access
+    with _access_lock:
+        _access = _AccessCache(version="<dropped>")
 
 
 def access_cache_current(version: str | None) -> _AccessCache | None:
@@ -131,6 +138,185 @@ def thread_branch_for_response(*, response_id: str, api_key: ApiKey | None
         return str(thread.pk), thread.session_key, None
     rows = thread.messages.filter(seq__lte=row.seq).order_by("seq")
     return str(thread.pk), thread.session_key, [services.message_from_row(r) for r in rows]
+
+
+# ---------------------------------------------------------------------------------------------
+# Turns waiting in this process (the runtime counts them; operators read the queue depth)
+
+_waiting_turns: dict[int, int] = {}
+
+
+def turn_waiting(*, agent_id: int, change: int) -> None:
+    """Count a turn of this process starting (+1) or ending (-1) a wait for its agent's
+    provider or for a thread lease. Event-loop only, so a plain dict suffices."""
+    count = _waiting_turns.get(agent_id, 0) + change
+    if count > 0:
+        _waiting_turns[agent_id] = count
+    else:
+        _waiting_turns.pop(agent_id, None)
+
+
+def queue_depth(*, agent_id: int) -> int:
+    """Turns of this process waiting for the agent's provider or for a thread lease.
+
+    Per process: with several web processes each counts its own (the feed's ``agent_state``
+    events carry the count of the process whose turn changed state)."""
+    return _waiting_turns.get(agent_id, 0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Public shapes of threads and messages (the operator API and the feed; reference 003)
+
+
+def iso(value: Any) -> str | None:
+    return value.isoformat().replace("+00:00", "Z") if value is not None else None
+
+
+def client_label(*, user: str | None, api_key: ApiKey | None) -> str:
+    """Who speaks for the client in a thread: its user, else its key's name."""
+    return user or (api_key.name if api_key is not None else "") or "anonymous"
+
+
+def message_public(row: Message, *, agent: str, client: str) -> dict[str, Any]:
+    """A stored message as operators see it: reference 003's ``id, thread_id, from, to,
+    payload_type, payload, timestamp`` plus Gaia's own fields. Images are counted, not
+    shown (they may be megabytes of base64)."""
+    if row.role == Message.Role.ASSISTANT:
+        sender, recipient = agent, client
+        payload_type = "tool_calls" if row.tool_calls else "reply"
+    else:  # user messages and tool results both come from the client
+        sender, recipient = client, agent
+        payload_type = "tool_result" if row.role == Message.Role.TOOL else "text"
+    payload: dict[str, Any] = {"content": row.content}
+    if row.reasoning:
+        payload["reasoning"] = row.reasoning
+    if row.tool_calls:
+        payload["tool_calls"] = row.tool_calls
+    if row.tool_call_id:
+        payload["tool_call_id"] = row.tool_call_id
+    if row.parts:
+        payload["images"] = len(row.parts)
+    return {
+        "id": row.pk,
+        "thread_id": str(row.thread_id),
+        "seq": row.seq,
+        "from": sender,
+        "to": recipient,
+        "role": row.role,
+        "payload_type": payload_type,
+        "payload": payload,
+        "timestamp": iso(row.created_at),
+        "input_tokens": row.input_tokens,
+        "output_tokens": row.output_tokens,
+        "usage_estimated": row.usage_estimated,
+        "finish_reason": row.finish_reason or None,
+        "ttft_ms": row.ttft_ms,
+        "latency_ms": row.latency_ms,
+        "response_id": row.response_id or None,
+        "dialect": row.dialect or None,
+    }
+
+
+def thread_public(thread: Thread, *, agent: str, client: str) -> dict[str, Any]:
+    """A thread as operators see it (reference 003 plus Gaia's own fields)."""
+    return {
+        "id": str(thread.pk),
+        "agent": agent,
+        "title": thread.title,
+        "status": thread.status,
+        "participants": [client, agent],
+        "user": thread.user or None,
+        "message_count": thread.message_count,
+        "input_tokens": thread.input_tokens,
+        "output_tokens": thread.output_tokens,
+        "usage_estimated": thread.usage_estimated,
+        "workspace_root": thread.workspace_root or None,
+        "forked_from": str(thread.forked_from_id) if thread.forked_from_id else None,
+        "created_at": iso(thread.created_at),
+        "last_activity": iso(thread.updated_at),
+        "error": thread.last_error or None,
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# What operators see: the organism, agents with their state, active threads (reference 003)
+
+_PROCESS_STARTED = time.monotonic()
+
+
+def organism_info() -> dict[str, Any]:
+    """Name, status, uptime (of this process), agent count, active threads, total messages."""
+    return {
+        "name": settings.GAIA_ORGANISM_NAME,
+        "status": "running",
+        "uptime_seconds": int(time.monotonic() - _PROCESS_STARTED),
+        "agent_count": Agent.objects.filter(enabled=True).count(),
+        "active_threads": Thread.objects.filter(status=Thread.Status.ACTIVE).count(),
+        "total_messages": Message.objects.count(),
+        "mode": "redis" if settings.REDIS_URL else "single-process",
+    }
+
+
+def agent_list_public(*, slug: str | None = None) -> list[dict[str, Any]]:
+    """Every agent (or the one ``slug``) with its live state:
+
+    ``paused`` (an operator paused it), ``processing`` (a thread of its holds a live lease, in
+    any process: ``current_thread`` names one), ``waiting`` (turns of this process wait for its
+    provider or a thread lease, none running), ``error`` (its latest turn failed), else
+    ``idle``. ``queue_depth`` counts this process's waiting turns (:func:`queue_depth`)."""
+    from django.db.models import Max
+    from django.utils import timezone
+
+    now = timezone.now()
+    agents = Agent.objects.select_related("provider").order_by("slug")
+    if slug is not None:
+        agents = agents.filter(slug=slug)
+    agents = list(agents.annotate(last_activity=Max("threads__updated_at")))
+    ids = [a.pk for a in agents]
+    busy: dict[int, str] = {}
+    for agent_id, thread_id in (Thread.objects.filter(agent_id__in=ids, lock_expires_at__gt=now)
+                                .order_by("-updated_at").values_list("agent_id", "pk")):
+        busy.setdefault(agent_id, str(thread_id))
+    out = []
+    for a in agents:
+        depth = queue_depth(agent_id=a.pk)
+        latest = (Thread.objects.filter(agent_id=a.pk).order_by("-updated_at")
+                  .values_list("status", flat=True).first())
+        if a.paused:
+            state = "paused"
+        elif a.pk in busy:
+            state = "processing"
+        elif depth:
+            state = "waiting"
+        elif latest == Thread.Status.ERROR:
+            state = "error"
+        else:
+            state = "idle"
+        out.append({
+            "name": a.slug,
+            "slug": a.slug,
+            "display_name": a.display_name,
+            "description": a.description,
+            "enabled": a.enabled,
+            "paused": a.paused,
+            "state": state,
+            "current_thread": busy.get(a.pk),
+            "queue_depth": depth,
+            "last_activity": iso(a.last_activity),
+            "peers": [],
+            "provider": a.provider.name,
+            "model": a.model_name,
+        })
+    return out
+
+
+def thread_list_active(*, limit: int = 100) -> list[dict[str, Any]]:
+    """The most recently active threads with status ``active`` (the feed's snapshot)."""
+    threads = (Thread.objects.filter(status=Thread.Status.ACTIVE)
+               .select_related("agent", "api_key").order_by("-updated_at")[:limit])
+    return [thread_public(t, agent=t.agent.slug,
+                          client=client_label(user=t.user, api_key=t.api_key))
+            for t in threads]
 
 
 def model_entry(agent: Agent) -> dict[str, Any]:

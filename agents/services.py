@@ -19,9 +19,10 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from agents import llm, selectors
+from agents import llm, realtime, selectors
 from agents.exceptions import (
     AgentNotFound,
+    AgentPaused,
     AuthenticationFailed,
     InvalidRequest,
     NotFound,
@@ -34,6 +35,7 @@ from agents.models import Agent, ApiKey, ConfigStamp, Message, Provider, Thread
 # API keys
 
 KEY_PREFIX = "gaia_"
+AGENT_PAUSED_RETRY_AFTER = 30  # seconds: what a paused agent's 503 tells clients to wait
 
 
 def _hash_secret(secret: str) -> str:
@@ -75,10 +77,63 @@ def api_key_revoke(*, key: ApiKey) -> None:
     config_changed()
 
 
-def config_changed() -> None:
+def config_changed(*, reason: str = "edited") -> None:
     """Renew the configuration stamp: every process drops its cached keys and agents on its
-    next request. Called by signals on save/delete, and by services that use ``update()``."""
+    next request. Called by signals on save/delete, and by services that use ``update()``.
+    The feed hears of it (``config_changed``) once the change commits."""
     ConfigStamp.objects.update_or_create(pk=1, defaults={"version": uuid.uuid4().hex})
+    realtime.send_event_on_commit(realtime.event("config_changed", reason=reason))
+
+
+# ---------------------------------------------------------------------------------------------
+# Operator control: pause and resume agents, kill threads, reload every process
+
+
+@transaction.atomic
+def agent_set_paused(*, agent: Agent, paused: bool) -> Agent:
+    """Pause (new requests get 503 with ``Retry-After``; turns in flight finish) or resume an
+    agent; idempotent. Every process sees it on its next request (configuration stamp)."""
+    now = timezone.now()
+    Agent.objects.filter(pk=agent.pk).update(paused=paused, updated_at=now)
+    agent.paused, agent.updated_at = paused, now
+    config_changed(reason="agent_paused" if paused else "agent_resumed")
+    realtime.send_event_on_commit(realtime.event(
+        "agent_changed", agent=agent.slug, change="paused" if paused else "resumed"))
+    realtime.send_event_on_commit(realtime.event(
+        "agent_state", agent=agent.slug, state="paused" if paused else "idle",
+        current_thread=None, queue_depth=selectors.queue_depth(agent_id=agent.pk)))
+    return agent
+
+
+def agent_changed_announce(*, agent: Agent, change: str) -> None:
+    """Tell the feed an agent was created, updated or deleted (the admin and imports)."""
+    realtime.send_event_on_commit(realtime.event("agent_changed", agent=agent.slug,
+                                                 change=change))
+
+
+@transaction.atomic
+def thread_kill(*, thread: Thread) -> bool:
+    """Stop the thread's turn wherever it runs and mark the thread ``killed``.
+
+    The running turn (if any, in any process) is stopped by a control message; it stores its
+    partial reply with finish reason ``killed`` and releases the lease itself. Returns whether
+    a turn held the thread's lease when the kill was sent. Idempotent."""
+    now = timezone.now()
+    running = thread.lock_expires_at is not None and thread.lock_expires_at > now
+    Thread.objects.filter(pk=thread.pk).update(status=Thread.Status.KILLED, updated_at=now)
+    thread.status, thread.updated_at = Thread.Status.KILLED, now
+    realtime.send_event_on_commit(realtime.event(
+        "thread_updated", thread_id=str(thread.pk), status=thread.status,
+        message_count=thread.message_count, last_activity=selectors.iso(now),
+        error=thread.last_error or None))
+    realtime.send_control_on_commit("turn_kill", thread_id=str(thread.pk))
+    return running
+
+
+def organism_reload() -> None:
+    """Every process drops its cached keys and agents now (and reads them again)."""
+    config_changed(reason="reload")
+    realtime.send_control_on_commit("reload")
 
 
 class NeedsDatabase(Exception):
@@ -199,6 +254,11 @@ def request_authorize(
     if key is not None and key.allowed_agent_ids and agent.pk not in key.allowed_agent_ids:
         raise PermissionDenied(
             f"This API key may not use the model '{agent_slug}'.", param="model"
+        )
+    if agent.paused:
+        raise AgentPaused(
+            f"The model '{agent_slug}' is paused by an operator; try again later.",
+            retry_after=AGENT_PAUSED_RETRY_AFTER,
         )
     return key, agent
 
@@ -384,6 +444,8 @@ class TurnStart:
     history: list[llm.Message]  # what the backend gets, system prompt aside
     base_digest: str  # the thread's digest once the new messages are stored
     next_seq: int  # the reply's position in the thread
+    client: str = "anonymous"  # who speaks for the client (selectors.client_label)
+    message_ids: tuple[int, ...] = ()  # the ids of the messages this turn stored
 
 
 def thread_turn_begin(
@@ -414,6 +476,7 @@ def thread_turn_begin(
     chain = digest_chain(incoming)
     now = timezone.now()
     token = uuid.uuid4().hex
+    client = selectors.client_label(user=user, api_key=api_key)
     lease = {"lock_token": token, "lock_expires_at": now + timedelta(seconds=lease_seconds)}
     with transaction.atomic():
         thread: Thread | None = None
@@ -466,10 +529,13 @@ def thread_turn_begin(
                 history_digest=chain[-1], workspace_root=workspace_root or "",
                 message_count=len(incoming), **lease,
             )
-            Message.objects.bulk_create(
+            rows = Message.objects.bulk_create(
                 [_message_row(new, i, m, dialect) for i, m in enumerate(incoming)]
             )
-            return TurnStart(new.pk, token, incoming, chain[-1], len(incoming))
+            _announce_turn_begin(agent=agent, client=client, thread=new, rows=rows,
+                                 created=True)
+            return TurnStart(new.pk, token, incoming, chain[-1], len(incoming), client,
+                             tuple(r.pk for r in rows))
 
         if thread is None or forked:
             return create(thread)
@@ -496,7 +562,7 @@ def thread_turn_begin(
             new_messages = incoming[matched:]
             history = incoming
             new_chain = chain[matched:]
-        Message.objects.bulk_create([
+        rows = Message.objects.bulk_create([
             _message_row(thread, thread.message_count + i, m, dialect)
             for i, m in enumerate(new_messages)
         ])
@@ -510,7 +576,32 @@ def thread_turn_begin(
         if workspace_root and workspace_root != thread.workspace_root:
             update["workspace_root"] = workspace_root
         Thread.objects.filter(pk=thread.pk).update(**update)
-    return TurnStart(thread.pk, token, history, new_chain[-1], count)
+        thread.message_count, thread.status, thread.updated_at = count, Thread.Status.ACTIVE, now
+        _announce_turn_begin(agent=agent, client=client, thread=thread, rows=rows,
+                             created=False)
+    return TurnStart(thread.pk, token, history, new_chain[-1], count, client,
+                     tuple(r.pk for r in rows))
+
+
+def _announce_turn_begin(*, agent: Agent, client: str, thread: Thread, rows: list[Message],
+                         created: bool) -> None:
+    """The feed hears of a turn's thread, its new messages and its agent at work, once the
+    turn's transaction commits."""
+    if created:
+        events = [realtime.event("thread_created", thread=selectors.thread_public(
+            thread, agent=agent.slug, client=client))]
+    else:
+        events = [realtime.event(
+            "thread_updated", thread_id=str(thread.pk), status=thread.status,
+            message_count=thread.message_count, last_activity=selectors.iso(thread.updated_at),
+            error=None)]
+    events += [realtime.event("message", message=selectors.message_public(
+        row, agent=agent.slug, client=client)) for row in rows]
+    events.append(realtime.event(
+        "agent_state", agent=agent.slug, state="processing", current_thread=str(thread.pk),
+        queue_depth=selectors.queue_depth(agent_id=agent.pk)))
+    for e in events:
+        realtime.send_event_on_commit(e)
 
 
 def _lease_free(now: Any) -> Q:
@@ -531,6 +622,13 @@ class TurnResult:
     error: str = ""
     response_id: str = ""
 
+    @property
+    def status(self) -> str:
+        """The thread's status once this turn is recorded (it follows its last turn)."""
+        if self.finish_reason == "killed":
+            return Thread.Status.KILLED
+        return Thread.Status.ERROR if self.error else Thread.Status.COMPLETED
+
 
 def thread_turn_finish(
     *, start: TurnStart, result: TurnResult, dialect: str
@@ -548,7 +646,7 @@ def thread_turn_finish(
         "input_tokens": F("input_tokens") + result.input_tokens,
         "output_tokens": F("output_tokens") + result.output_tokens,
         "updated_at": now,
-        "status": Thread.Status.ERROR if result.error else Thread.Status.ACTIVE,
+        "status": result.status,
         "last_error": result.error,
         "lock_token": "",
         "lock_expires_at": None,
@@ -582,3 +680,33 @@ def thread_turn_finish(
         row.ttft_ms = result.ttft_ms
         row.response_id = result.response_id
         row.save(force_insert=True)
+        _announce_turn_finish(start=start, result=result, row=row, now=now)
+
+
+def _announce_turn_finish(*, start: TurnStart, result: TurnResult, row: Message,
+                          now: Any) -> None:
+    """The feed hears of the reply, the thread's new status, any error and whether the agent
+    is still at work (another thread of its may hold a lease, in any process)."""
+    thread = Thread.objects.filter(pk=start.thread_id).values(
+        "agent_id", "agent__slug", "message_count").first()
+    if thread is None:
+        return
+    slug = thread["agent__slug"]
+    busy = (Thread.objects.filter(agent_id=thread["agent_id"], lock_expires_at__gt=now)
+            .exclude(pk=start.thread_id).values_list("pk", flat=True).first())
+    events = [
+        realtime.event("message", message=selectors.message_public(
+            row, agent=slug, client=start.client)),
+        realtime.event("thread_updated", thread_id=str(start.thread_id), status=result.status,
+                       message_count=thread["message_count"],
+                       last_activity=selectors.iso(now), error=result.error or None),
+    ]
+    if result.error:
+        events.append(realtime.event("error", thread_id=str(start.thread_id), agent=slug,
+                                     error=result.error))
+    events.append(realtime.event(
+        "agent_state", agent=slug, state="processing" if busy else "idle",
+        current_thread=str(busy) if busy else None,
+        queue_depth=selectors.queue_depth(agent_id=thread["agent_id"])))
+    for e in events:
+        realtime.send_event_on_commit(e)

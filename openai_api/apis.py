@@ -33,17 +33,11 @@ from agents.exceptions import (
     NotFound,
     PayloadTooLarge,
 )
+from agents.runtime import KEEPALIVE, Turn, TurnSpec, as_gaia_error
 from openai_api.dialects import chat, messages, responses
 from openai_api.dialects.common import SSE_DONE, SSE_KEEPALIVE, parse_json, sse_data
 from openai_api.errors import error_response, openai_error_body
-from openai_api.turns import (
-    KEEPALIVE,
-    Turn,
-    TurnSpec,
-    as_gaia_error,
-    extract_workspace_root,
-    session_from_headers,
-)
+from openai_api.sessions import extract_workspace_root, session_from_headers
 
 log = logging.getLogger("gaia.api")
 
@@ -182,7 +176,7 @@ class ChatCompletionCreateApi(V1View):
         turn = Turn(TurnSpec(
             agent=agent, api_key=key, request=canonical, dialect="chat",
             response_id=response_id, thread_id=thread_id, session_key=session_key,
-            user=req.user,
+            user=req.user, workspace_root=extract_workspace_root(canonical.messages),
         ))
         await turn.open()
         keepalive = settings.GAIA_KEEPALIVE_SECONDS
@@ -327,7 +321,7 @@ class ResponseCreateApi(V1View):
         turn = Turn(TurnSpec(
             agent=agent, api_key=key, request=canonical, dialect="responses",
             response_id=response_id, thread_id=thread_id, session_key=session_key,
-            user=canonical.user,
+            user=canonical.user, workspace_root=extract_workspace_root(canonical.messages),
         ))
         await _open_turn(turn, images_param="input")
         keepalive = settings.GAIA_KEEPALIVE_SECONDS
@@ -396,7 +390,7 @@ class MessageCreateApi(V1View):
         turn = Turn(TurnSpec(
             agent=agent, api_key=key, request=canonical, dialect="messages",
             response_id=message_id, thread_id=thread_id, session_key=session_key,
-            user=canonical.user,
+            user=canonical.user, workspace_root=extract_workspace_root(canonical.messages),
         ))
         await _open_turn(turn, images_param="messages")
         keepalive = settings.GAIA_KEEPALIVE_SECONDS

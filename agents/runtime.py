@@ -1,9 +1,15 @@
 """One conversational turn, dialect-neutral: the thread lease, the backend stream with
-keepalives and timeouts, and persistence of whatever happened (reply, partial reply, error).
+keepalives and timeouts, persistence of whatever happened (reply, partial reply, error), and
+what operators see of it (feed events, a kill from any process).
 
-A dialect adapter builds a :class:`TurnSpec`, calls :meth:`Turn.open` (errors here become HTTP
+Every interface that starts a turn (the /v1 dialects, operator inject, teams, benchmark runs)
+builds a :class:`TurnSpec`, calls :meth:`Turn.open` (errors here become the interface's
 errors), :meth:`Turn.first` (the first backend event, so a provider failing before any output
-is still an HTTP error) and then iterates :meth:`Turn.events`, rendering each canonical event.
+is still an error of the request) and then iterates :meth:`Turn.events`.
+
+Every turn of this process is in a registry while it runs, so an operator's kill (a control
+message through the channel layer, :func:`thread_kill_local`) stops it whichever process
+received the kill.
 """
 
 from __future__ import annotations
@@ -11,17 +17,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import re
 import time
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
 
-from agents import llm, services
+from agents import llm, realtime, selectors, services
 from agents.backends import backend_for, backend_stream
 from agents.database import run_db
-from agents.exceptions import Conflict, ContextTooLong, GaiaError, InvalidRequest
+from agents.exceptions import Conflict, ContextTooLong, GaiaError, InvalidRequest, TurnKilled
 from agents.models import Agent, ApiKey
 
 log = logging.getLogger("gaia.turns")
@@ -30,44 +36,41 @@ prompt_log = logging.getLogger("gaia.prompts")
 KEEPALIVE = object()  # yielded by Turn.events when the backend has been silent for a while
 _END = object()  # queued after the backend's last event
 _BUSY = object()  # queued when a named session's thread turned out to be busy
+_KILLED = object()  # queued when an operator killed the turn
+
+# A streaming reply's progress reaches the feed at most this often per turn.
+DELTA_INTERVAL = 0.1
 
 
 @dataclass
 class _Failed:
     error: Exception
 
-# Session headers, most specific first (issue: thread mapping).
-SESSION_HEADERS = (
-    "x-session-id",
-    "x-openwebui-chat-id",
-    "x-librechat-conversation-id",
-    "x-claude-code-session-id",
-    "session-id",
-)
-
-_WORKSPACE = re.compile(r"<workspace_info>.*?following folders:\s*\n\s*-\s*([^\s\n]+)", re.DOTALL)
 
 _background: set[asyncio.Task[Any]] = set()
 
-
-def extract_workspace_root(messages: list[llm.Message]) -> str | None:
-    """GitHub Copilot's workspace root from a ``<workspace_info>`` block (reference 000)."""
-    for m in messages:
-        if m.role == "user":
-            match = _WORKSPACE.search(m.text)
-            if match:
-                return match.group(1).strip()
-    return None
+# The turns running in this process, by thread id (known once the turn is stored).
+_inflight: dict[str, set[Turn]] = {}
 
 
-def session_from_headers(headers: Any) -> tuple[str | None, str | None]:
-    """``(explicit thread id, session key)`` from the request headers; ``(None, None)`` if none."""
-    thread_id = headers.get("x-gaia-thread-id")
-    for name in SESSION_HEADERS:
-        value = headers.get(name)
-        if value:
-            return thread_id, f"{name}:{value[:250]}"
-    return thread_id, None
+def inflight_turns() -> dict[str, set[Turn]]:
+    """The turns running in this process, by thread id (read-only use)."""
+    return _inflight
+
+
+@realtime.on_control("reload")
+def reload_local(message: dict[str, Any]) -> None:
+    """Drop this process's cached keys and agents (``organism/reload``). Provider clients are
+    kept: they are keyed by their provider's last edit already, and dropping the local
+    model's would load it again for nothing."""
+    selectors.access_cache_drop()
+
+
+@realtime.on_control("turn_kill")
+def thread_kill_local(message: dict[str, Any]) -> None:
+    """Stop every turn of this process running on ``message["thread_id"]``."""
+    for turn in list(_inflight.get(str(message.get("thread_id")), ())):
+        turn.kill()
 
 
 @dataclass
@@ -81,6 +84,11 @@ class TurnSpec:
     session_key: str | None = None
     user: str | None = None
     thread_history: list[llm.Message] | None = None  # set when continuing a stored thread
+    workspace_root: str | None = None  # a coding client's workspace (openai_api.sessions)
+    # Store the turn before the provider is asked (operator inject: the caller needs the
+    # message id at once), waiting at most ``lease_wait`` seconds for a busy thread.
+    store_first: bool = False
+    lease_wait: float | None = None
 
 
 @dataclass
@@ -109,6 +117,12 @@ class Turn:
         self._reasoning: list[str] = []
         self._usage: llm.Usage | None = None
         self._closed = False
+        self._killed = False
+        self._waiting = False
+        self._registered: str | None = None  # the thread id this turn is registered under
+        self._delta_at = 0.0  # when the feed last heard of this reply's progress
+        self._delta_sent = (0, 0, 0)  # text, reasoning and tool-call parts already published
+        realtime.bind()
 
     # -- opening ---------------------------------------------------------------------------
 
@@ -142,8 +156,8 @@ class Turn:
                 f"The model '{spec.agent.slug}' cannot call client tools.",
                 param="tools", code="tools_not_supported",
             )
-        workspace = self._workspace = extract_workspace_root(client.messages)
-        if spec.thread_id:
+        workspace = self._workspace = spec.workspace_root
+        if spec.thread_id or spec.store_first:
             self._start = await self._begin(workspace)
             self.request = self.build_request(self._start.history, workspace)
         else:
@@ -181,17 +195,55 @@ class Turn:
     async def _begin(self, workspace: str | None) -> services.TurnStart:
         """Wait for the thread's lease (at most ``GAIA_THREAD_WAIT_SECONDS``, else 409) and
         store the turn."""
-        deadline = time.monotonic() + settings.GAIA_THREAD_WAIT_SECONDS
+        wait = self.spec.lease_wait
+        deadline = time.monotonic() + (settings.GAIA_THREAD_WAIT_SECONDS if wait is None
+                                       else wait)
         delay = 0.02
-        while True:
-            start = await self._begin_once(workspace, exclusive=True)
-            if start is not None:
-                return start
-            if time.monotonic() > deadline:
-                raise Conflict("Another request is still running on this thread.",
-                               code="thread_busy")
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 0.25)
+        try:
+            while True:
+                start = await self._begin_once(workspace, exclusive=True)
+                if start is not None:
+                    self._register(start)
+                    return start
+                self._set_waiting(True)
+                if time.monotonic() > deadline:
+                    raise Conflict("Another request is still running on this thread.",
+                                   code="thread_busy")
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 0.25)
+        finally:
+            self._set_waiting(False)
+
+    def _set_waiting(self, waiting: bool) -> None:
+        if waiting != self._waiting:
+            self._waiting = waiting
+            selectors.turn_waiting(agent_id=self.agent.pk, change=1 if waiting else -1)
+
+    def _register(self, start: services.TurnStart) -> None:
+        key = str(start.thread_id)
+        if self._registered != key:
+            self._unregister()
+            _inflight.setdefault(key, set()).add(self)
+            self._registered = key
+
+    def _unregister(self) -> None:
+        if self._registered is not None:
+            turns = _inflight.get(self._registered)
+            if turns is not None:
+                turns.discard(self)
+                if not turns:
+                    del _inflight[self._registered]
+            self._registered = None
+
+    def kill(self) -> None:
+        """Stop the turn (an operator's kill): the provider call is cancelled, the partial
+        reply is stored with finish reason ``killed`` and the client is told in its dialect."""
+        if self._killed or self._closed:
+            return
+        self._killed = True
+        if self._pump_task is not None:
+            self._pump_task.cancel()
+        self._events.put_nowait(_KILLED)
 
     def _begin_now(self) -> None:
         """Start storing a derived session's turn (once; the backend calls this when its
@@ -202,11 +254,16 @@ class Turn:
             self._begin_later = None
 
     def _begun(self, task: asyncio.Future[services.TurnStart | None]) -> None:
-        if not task.cancelled() and task.exception() is None and task.result() is None:
+        if task.cancelled() or task.exception() is not None:
+            return
+        start = task.result()
+        if start is None:
             # The thread is busy: stop the request now, not after its first token.
             if self._pump_task is not None:
                 self._pump_task.cancel()
             self._events.put_nowait(_BUSY)
+        else:
+            self._register(start)
 
     async def _started(self) -> services.TurnStart | None:
         """The turn's thread record once stored (raises why storing it failed)."""
@@ -252,7 +309,8 @@ class Turn:
         error here propagates (and is recorded): nothing was sent to the client yet.
         """
         assert self.request is not None
-        self._send(on_sent=self._begin_now)
+        self._set_waiting(True)
+        self._send(on_sent=self._on_sent)
         try:
             event = await self._next(wait)
             if event is _BUSY or await self._started() is None:
@@ -262,10 +320,17 @@ class Turn:
             await self._shielded_close(exc)
             raise
 
+    def _on_sent(self) -> None:
+        """The backend's request is on the wire: the turn no longer waits for its provider,
+        and a derived session's turn is stored meanwhile."""
+        self._set_waiting(False)
+        self._begin_now()
+
     def _send(self, *, on_sent: Any = None) -> None:
         assert self.request is not None
         self._pump_task = asyncio.create_task(self._pump(backend_stream(
-            self.agent.provider, self.request, on_sent=on_sent)))
+            self.agent.provider, self.request,
+            on_sent=on_sent or (lambda: self._set_waiting(False)))))
 
     async def _resend_when_free(self, wait: float) -> Any:
         """A named session's thread was busy with another turn: the request was sent in the
@@ -280,6 +345,7 @@ class Turn:
         self._reasoning.clear()
         self._tools.clear()
         self._start = await self._begin(self._workspace)
+        self._set_waiting(True)
         self._send()
         return await self._next(wait)
 
@@ -314,10 +380,34 @@ class Turn:
             return None
         if event is _BUSY:
             return event
+        if event is _KILLED:
+            raise TurnKilled("An operator stopped this turn.")
         if isinstance(event, _Failed):
+            if self._killed:
+                raise TurnKilled("An operator stopped this turn.")
             raise event.error
         self._absorb(event)
+        if self._registered is not None and time.monotonic() - self._delta_at >= DELTA_INTERVAL:
+            self._publish_delta()
         return event
+
+    def _publish_delta(self) -> None:
+        """Tell the feed what the reply gained since the last time (coalesced: at most one
+        event per ``DELTA_INTERVAL`` per turn, however fast the tokens come)."""
+        self._delta_at = time.monotonic()
+        sent_text, sent_reasoning, _ = self._delta_sent
+        text = "".join(self._text[sent_text:])
+        reasoning = "".join(self._reasoning[sent_reasoning:])
+        calls = len(self._tools)
+        if not text and not reasoning and calls == self._delta_sent[2]:
+            return
+        self._delta_sent = (len(self._text), len(self._reasoning), calls)
+        realtime.send_event(realtime.event(
+            "message_delta", thread_id=self._registered, agent=self.agent.slug,
+            response_id=self.spec.response_id, text=text, reasoning=reasoning,
+            tool_calls=[{"name": t.name} for _, t in sorted(self._tools.items())],
+            output_chars=sum(len(t) for t in self._text),
+        ))
 
     async def events(self, first: Any, keepalive: float) -> Any:
         """Yield ``first`` then every later event (and ``KEEPALIVE`` markers) to the end.
@@ -393,7 +483,14 @@ class Turn:
         if self._closed:
             return
         self._closed = True
+        self._set_waiting(False)
         await self._stop_pump()
+        try:
+            await self._record(error)
+        finally:
+            self._unregister()
+
+    async def _record(self, error: BaseException | None) -> None:
         if self._start is None:
             try:
                 if await self._started() is None:
@@ -411,7 +508,12 @@ class Turn:
         r.latency_ms = int((time.monotonic() - self._t0) * 1000)
         if self._first_at is not None:
             r.ttft_ms = int((self._first_at - self._t0) * 1000)
-        if isinstance(error, asyncio.CancelledError | GeneratorExit):
+        if self._registered is not None and self._text[self._delta_sent[0]:]:
+            self._publish_delta()  # the feed sees the whole reply grow before it is stored
+        if isinstance(error, TurnKilled) or (self._killed and error is not None):
+            r.finish_reason = "killed"
+            r.error = "An operator stopped this turn."
+        elif isinstance(error, asyncio.CancelledError | GeneratorExit):
             r.finish_reason = "client_disconnected"
             r.error = "The client disconnected before the reply was complete."
         elif isinstance(error, GaiaError):
@@ -422,6 +524,50 @@ class Turn:
             r.error = f"Internal error: {type(error).__name__}"
         await run_db(services.thread_turn_finish, start=self._start, result=r,
                      dialect=self.spec.dialect)
+
+
+@dataclass
+class Injected:
+    thread_id: str
+    message_id: int
+    task: asyncio.Task[None]
+
+
+async def turn_inject(*, agent: Agent, api_key: ApiKey | None, text: str,
+                      thread_id: str | None = None, user: str | None = None) -> Injected:
+    """An operator's message to ``agent``: stored at once (in a new thread, or continuing
+    ``thread_id``), the reply produced in the background on this event loop and seen on the
+    feed like any other turn.
+
+    Raises before anything is stored: 404 for an unknown thread, 409 if the thread is busy
+    (no waiting: an operator gets an answer now), 400 for a conversation over the agent's
+    input limit. The background task records its own outcome (reply, error or kill)."""
+    request = llm.LLMRequest(
+        model=agent.slug, system="", user=user,
+        messages=[llm.Message(role="user", parts=(llm.TextPart(text),))],
+    )
+    turn = Turn(TurnSpec(
+        agent=agent, api_key=api_key, request=request, dialect="operator",
+        response_id=f"inject-{uuid.uuid4().hex[:24]}", thread_id=thread_id,
+        session_key=None if thread_id else f"inject:{uuid.uuid4().hex}", user=user,
+        store_first=True, lease_wait=0,
+    ))
+    await turn.open()
+    assert turn._start is not None
+    start = turn._start
+
+    async def reply() -> None:
+        try:
+            await turn.collect(await turn.first(wait=3600))
+        except GaiaError:
+            pass  # recorded on the thread by the turn itself, and sent to the feed
+        except Exception:
+            log.exception("injected turn failed on thread %s", start.thread_id)
+
+    task = asyncio.create_task(reply(), name=f"inject-{start.thread_id}")
+    _background.add(task)
+    task.add_done_callback(_background.discard)
+    return Injected(str(start.thread_id), start.message_ids[-1], task)
 
 
 def as_gaia_error(exc: BaseException) -> GaiaError:

@@ -1,0 +1,297 @@
+"""The event outlet: every change an operator can see leaves Gaia through this module.
+
+Services and the turn runtime call :func:`send_event_on_commit` (inside a transaction: sent once
+it commits, never for a rolled-back write) or :func:`send_event` (outside one). Nothing else in
+Gaia touches the channel layer for the feed or for control messages; model signals are not used
+(``bulk_create`` and ``update()`` never fire them). Zulip's ``send_event_on_commit`` is the model.
+
+Threads. Services run on database threads, and the in-memory channel layer is not thread-safe:
+an event is handed to the *publishing loop* with ``call_soon_threadsafe`` and published there.
+The publishing loop is the server's event loop (bound by :func:`bind` from async code: the turn
+runtime, the feed consumer), else, in a process without one (a Celery worker, a management
+command), a daemon thread running a loop of its own. Events published by one process go out in
+order, batched: one channel-layer message carries every event that queued up while the
+previous one was being sent, so a burst costs one group send, not one per event.
+
+Groups. :data:`FEED_GROUP` carries every feed event to every feed consumer of every process
+(each consumer filters by its subscription). :data:`CONTROL_GROUP` reaches one listener per
+process (:func:`control_listen`) for cross-process commands: stop a turn, flush caches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import threading
+import weakref
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from django.db import transaction
+
+log = logging.getLogger("gaia.realtime")
+
+FEED_GROUP = "agents.feed"
+CONTROL_GROUP = "agents.control"
+# The channel-layer message types (Channels maps "agents.feed_events" to the consumer's
+# ``agents_feed_events`` handler).
+FEED_MESSAGE = "agents.feed_events"
+CONTROL_MESSAGE = "agents.control"
+
+# Every event type the feed carries, with the fields each event has besides ``event`` and
+# ``timestamp`` (consumers add ``seq``). The schema test in tests/agents/test_realtime.py checks
+# every event sent against this table.
+EVENT_FIELDS: dict[str, tuple[str, ...]] = {
+    "agent_state": ("agent", "state", "current_thread", "queue_depth"),
+    "agent_changed": ("agent", "change"),  # created, updated, deleted, paused, resumed
+    "config_changed": ("reason",),
+    "message": ("message",),
+    "message_delta": ("thread_id", "agent", "response_id", "text", "reasoning", "tool_calls",
+                      "output_chars"),
+    "thread_created": ("thread",),
+    "thread_updated": ("thread_id", "status", "message_count", "last_activity", "error"),
+    "error": ("thread_id", "agent", "error"),
+    # benchmark runs (benchmarks app) publish through here too
+    "run_created": ("run",),
+    "run_started": ("run",),
+    "run_progress": ("run_id", "status", "questions_done", "questions_total", "packets",
+                     "bytes"),
+    "question_finished": ("run_id", "result"),
+    "run_finished": ("run",),
+}
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat().replace("+00:00", "Z")
+
+
+def event(name: str, **fields: Any) -> dict[str, Any]:
+    """A feed event: ``{"event": name, "timestamp": ..., **fields}``.
+
+    Raises ``ValueError`` for an unknown event type or a missing or unexpected field, so a
+    typo fails in tests instead of reaching clients malformed."""
+    expected = EVENT_FIELDS.get(name)
+    if expected is None:
+        raise ValueError(f"unknown feed event {name!r}")
+    if set(fields) != set(expected):
+        raise ValueError(f"{name}: fields {sorted(fields)} != {sorted(expected)}")
+    return {"event": name, "timestamp": now_iso(), **fields}
+
+
+# ---------------------------------------------------------------------------------------------
+# Publishing
+
+
+@dataclass
+class _LoopOutlet:
+    """The events waiting to leave from one event loop, and the task sending them."""
+
+    pending: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    sender: asyncio.Task[None] | None = None
+
+
+_outlets: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopOutlet] = (
+    weakref.WeakKeyDictionary())
+_bound: asyncio.AbstractEventLoop | None = None
+_own_loop: asyncio.AbstractEventLoop | None = None
+_own_lock = threading.Lock()
+_background: set[asyncio.Task[Any]] = set()
+
+
+def bind() -> None:
+    """Make the running event loop this process's publishing loop (called from async code
+    that serves requests or consumers; cheap enough to call on every turn)."""
+    global _bound
+    loop = asyncio.get_running_loop()
+    if _bound is not loop:
+        _bound = loop
+        ensure_control_listener()
+
+
+def _publishing_loop() -> asyncio.AbstractEventLoop:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    if _bound is not None and _bound.is_running():
+        return _bound
+    return _thread_loop()
+
+
+def _thread_loop() -> asyncio.AbstractEventLoop:
+    """A loop on a daemon thread, for processes that have none of their own (workers)."""
+    global _own_loop
+    with _own_lock:
+        if _own_loop is None or _own_loop.is_closed():
+            loop = asyncio.new_event_loop()
+            started = threading.Event()
+
+            def run() -> None:
+                asyncio.set_event_loop(loop)
+                loop.call_soon(started.set)
+                loop.run_forever()
+
+            threading.Thread(target=run, name="gaia-realtime", daemon=True).start()
+            started.wait()
+            _own_loop = loop
+        return _own_loop
+
+
+def _publish(group: str, payload: dict[str, Any]) -> None:
+    """Queue ``payload`` (a feed event, or a whole control message) for ``group`` from any
+    thread; returns at once."""
+    loop = _publishing_loop()
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if running is loop:
+        _enqueue(loop, group, payload)
+    else:
+        loop.call_soon_threadsafe(_enqueue, loop, group, payload)
+
+
+def _enqueue(loop: asyncio.AbstractEventLoop, group: str, payload: dict[str, Any]) -> None:
+    outlet = _outlets.get(loop)
+    if outlet is None:
+        outlet = _outlets[loop] = _LoopOutlet()
+    outlet.pending.append((group, payload))
+    if outlet.sender is None or outlet.sender.done():
+        outlet.sender = loop.create_task(_send_pending(outlet))
+
+
+async def _send_pending(outlet: _LoopOutlet) -> None:
+    from channels.layers import get_channel_layer
+
+    layer = get_channel_layer()
+    while outlet.pending:
+        batch, outlet.pending = outlet.pending, []
+        for group, items in itertools.groupby(batch, key=lambda item: item[0]):
+            payloads = [p for _, p in items]
+            try:
+                if group == FEED_GROUP:
+                    await layer.group_send(group, {"type": FEED_MESSAGE, "events": payloads})
+                else:
+                    for payload in payloads:
+                        await layer.group_send(group, payload)
+            except Exception:  # a feed outage must never fail the work that made the event
+                log.warning("could not publish %d event(s) to %s", len(payloads), group,
+                            exc_info=True)
+
+
+def send_event(payload: dict[str, Any]) -> None:
+    """Publish a feed event now (from any thread or the event loop; never blocks)."""
+    _publish(FEED_GROUP, payload)
+
+
+def send_event_on_commit(payload: dict[str, Any] | Callable[[], dict[str, Any]]) -> None:
+    """Publish a feed event once the current transaction commits (at once outside one).
+
+    ``payload`` may be a callable that builds the event then (after the commit, on the
+    committing thread), for events that need ids the transaction assigns."""
+    def publish() -> None:
+        send_event(payload() if callable(payload) else payload)
+
+    transaction.on_commit(publish)
+
+
+async def flush() -> None:
+    """Wait until the events this loop queued have been handed to the channel layer."""
+    outlet = _outlets.get(asyncio.get_running_loop())
+    while outlet is not None and outlet.sender is not None and not outlet.sender.done():
+        await asyncio.shield(outlet.sender)
+
+
+# ---------------------------------------------------------------------------------------------
+# Control messages: one listener per process
+
+
+ControlHandler = Callable[[dict[str, Any]], Awaitable[None] | None]
+_control_handlers: dict[str, ControlHandler] = {}
+_listeners: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Task[None]] = (
+    weakref.WeakKeyDictionary())
+_listening: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Event] = (
+    weakref.WeakKeyDictionary())
+
+
+def on_control(action: str) -> Callable[[ControlHandler], ControlHandler]:
+    """Register the handler this process runs when a control message ``action`` arrives."""
+    def register(handler: ControlHandler) -> ControlHandler:
+        _control_handlers[action] = handler
+        return handler
+    return register
+
+
+def send_control(action: str, **fields: Any) -> None:
+    """Send a control message to every process (this one included); from any thread."""
+    _publish(CONTROL_GROUP, {"type": CONTROL_MESSAGE, "action": action, **fields})
+
+
+def send_control_on_commit(action: str, **fields: Any) -> None:
+    transaction.on_commit(lambda: send_control(action, **fields))
+
+
+def ensure_control_listener() -> None:
+    """Start this loop's control listener if it is not running (async code only)."""
+    loop = asyncio.get_running_loop()
+    task = _listeners.get(loop)
+    if task is None or task.done():
+        _listening[loop] = asyncio.Event()
+        task = _listeners[loop] = loop.create_task(_control_listen(), name="gaia-control")
+        _background.add(task)
+        task.add_done_callback(_background.discard)
+
+
+async def control_ready() -> None:
+    """Wait until this loop's control listener has joined its group (tests, start-up)."""
+    ensure_control_listener()
+    await _listening[asyncio.get_running_loop()].wait()
+
+
+async def _control_listen() -> None:
+    from channels.layers import get_channel_layer
+
+    layer = get_channel_layer()
+    ready = _listening[asyncio.get_running_loop()]
+    delay = 0.1
+    while True:
+        channel = None
+        try:
+            channel = await layer.new_channel("gaia.control.")
+            await layer.group_add(CONTROL_GROUP, channel)
+            ready.set()
+            delay = 0.1
+            while True:
+                try:
+                    # Group membership expires (a day, in both layers): renew it hourly.
+                    async with asyncio.timeout(3600):
+                        message = await layer.receive(channel)
+                except TimeoutError:
+                    await layer.group_add(CONTROL_GROUP, channel)
+                    continue
+                await _handle_control(message)
+        except asyncio.CancelledError:
+            if channel is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(layer.group_discard(CONTROL_GROUP, channel))
+            raise
+        except Exception:  # the layer went away (Redis restart): join again, with backoff
+            log.warning("control listener lost its channel layer; rejoining", exc_info=True)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
+
+
+async def _handle_control(message: dict[str, Any]) -> None:
+    handler = _control_handlers.get(message.get("action", ""))
+    if handler is None:
+        return
+    try:
+        result = handler(message)
+        if asyncio.iscoroutine(result):
+            await result
+    except Exception:
+        log.exception("control message %r failed", message.get("action"))
