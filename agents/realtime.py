@@ -261,7 +261,7 @@ async def _control_listen() -> None:
     while True:
         channel = None
         try:
-            channel = await layer.new_channel("gaia.control.")
+            channel = await layer.new_channel()
             await layer.group_add(CONTROL_GROUP, channel)
             ready.set()
             delay = 0.1

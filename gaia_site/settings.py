@@ -120,7 +120,10 @@ if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL]},
+            # channels-redis blocks up to 5 s in BZPOPMIN; redis-py 8 defaults every socket
+            # read to a 5 s timeout, which then fails that read and stalls every receiver
+            # of the process (the feed, the control listener, /health) until it recovers.
+            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 30}]},
         }
     }
     CACHES = {
