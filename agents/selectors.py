@@ -401,3 +401,82 @@ async def health_report() -> dict[str, Any]:
         "checks": checks,
         "mode": "redis" if settings.REDIS_URL else "single-process",
     }
+
+
+# ---------------------------------------------------------------------------------------------
+# The operator pages (agents/views.py): the same shapes as the API, read for a page
+
+
+def agent_config_public(agent: Agent) -> dict[str, Any]:
+    """An agent's configuration with its provider, sanitised: whether credentials are set,
+    never the credential nor where it is kept."""
+    p = agent.provider
+    return {
+        "slug": agent.slug,
+        "display_name": agent.display_name,
+        "description": agent.description,
+        "instructions": agent.instructions,
+        "model": agent.model_name,
+        "tool": agent.tool or None,
+        "temperature": agent.temperature,
+        "top_p": agent.top_p,
+        "max_input_tokens": agent.max_input_tokens,
+        "max_output_tokens": agent.max_output_tokens,
+        "enabled": agent.enabled,
+        "paused": agent.paused,
+        "provider": {
+            "name": p.name,
+            "kind": p.kind,
+            "base_url": p.base_url or None,
+            "default_model": p.default_model or None,
+            "timeout_seconds": p.timeout_seconds,
+            "max_concurrency": p.max_concurrency,
+            "has_credentials": p.has_credentials,
+        },
+    }
+
+
+def thread_list_filtered(*, status: str | None = None, agent: str | None = None,
+                         q: str | None = None) -> Any:
+    """Threads, latest activity first, filtered by status, agent slug and a text search over
+    titles, users and message text (a queryset: callers paginate)."""
+    threads = Thread.objects.select_related("agent", "api_key").order_by("-updated_at")
+    if status:
+        threads = threads.filter(status=status)
+    if agent:
+        threads = threads.filter(agent__slug=agent)
+    if q:
+        from django.db.models import Exists, OuterRef, Q
+
+        matches = Message.objects.filter(thread_id=OuterRef("pk"), content__icontains=q)
+        threads = threads.filter(Q(title__icontains=q) | Q(user__icontains=q)
+                                 | Exists(matches))
+    return threads
+
+
+def thread_detail_public(thread_id: Any) -> dict[str, Any]:
+    """A thread with its messages in order (raises ``NotFound``)."""
+    thread = (Thread.objects.select_related("agent", "api_key").filter(pk=thread_id).first()
+              if _is_uuid(thread_id) else None)
+    if thread is None:
+        raise NotFound(f"Thread '{thread_id}' not found.", code="thread_not_found")
+    client = client_label(user=thread.user, api_key=thread.api_key)
+    out = thread_public(thread, agent=thread.agent.slug, client=client)
+    out["messages"] = [message_public(m, agent=thread.agent.slug, client=client)
+                       for m in thread.messages.order_by("seq")]
+    out["running"] = bool(thread.lock_expires_at and thread.lock_expires_at > _now())
+    return out
+
+
+def _is_uuid(value: Any) -> bool:
+    try:
+        uuid.UUID(str(value))
+    except ValueError:
+        return False
+    return True
+
+
+def _now() -> Any:
+    from django.utils import timezone
+
+    return timezone.now()

@@ -1,0 +1,21 @@
+"""The operator pages, mounted at ``/`` (gaia_site/urls.py includes them last)."""
+
+from django.urls import path
+
+from agents import views
+
+app_name = "ui"
+
+urlpatterns = [
+    path("", views.dashboard, name="dashboard"),
+    path("login/", views.LoginView.as_view(), name="login"),
+    path("logout/", views.LogoutView.as_view(), name="logout"),
+    path("agents/", views.agent_list, name="agents"),
+    path("agents/<path:slug>/", views.agent_detail, name="agent"),
+    path("threads/", views.thread_list, name="threads"),
+    path("threads/<str:thread_id>/", views.thread_detail, name="thread"),
+    path("runs/", views.run_list, name="runs"),
+    path("runs/new/", views.run_new, name="run_new"),
+    path("runs/compare/", views.run_compare, name="run_compare"),
+    path("runs/<str:run_id>/", views.run_detail, name="run"),
+]

@@ -1,0 +1,158 @@
+"""The operator pages: Django templates that are useful without JavaScript, patched live by
+``static/gaia/feed.js`` from the ``/ws`` feed. Buttons and forms call the operator REST API
+(``/api/v1``) with the staff session and its CSRF token: the pages have no endpoint of their
+own that another client could not use.
+
+Every page needs a logged-in, active staff user (:func:`staff_required`); the login form
+refuses anyone else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from django import forms
+from django.contrib.auth import views as auth_views
+from django.contrib.auth.decorators import user_passes_test
+from django.contrib.auth.forms import AuthenticationForm
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, render
+from django.urls import reverse_lazy
+
+from agents import selectors
+from agents.exceptions import NotFound
+from agents.models import Agent, Thread
+
+LOGIN_URL = reverse_lazy("ui:login")
+THREADS_PER_PAGE = 50
+
+
+def _is_staff(user: Any) -> bool:
+    return bool(user.is_active and user.is_staff)
+
+
+def staff_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """Anyone but an active staff user goes to the login page (and back after)."""
+    return user_passes_test(_is_staff, login_url=LOGIN_URL)(view)
+
+
+class StaffAuthenticationForm(AuthenticationForm):
+    def confirm_login_allowed(self, user: Any) -> None:
+        super().confirm_login_allowed(user)
+        if not user.is_staff:
+            raise forms.ValidationError("This page is for staff accounts only.",
+                                        code="not_staff")
+
+
+class LoginView(auth_views.LoginView):
+    template_name = "ui/login.html"
+    authentication_form = StaffAuthenticationForm
+    redirect_authenticated_user = False
+    next_page = reverse_lazy("ui:dashboard")
+
+
+class LogoutView(auth_views.LogoutView):
+    next_page = LOGIN_URL
+
+
+@staff_required
+def dashboard(request: HttpRequest) -> HttpResponse:
+    return render(request, "ui/dashboard.html", {
+        "page": "dashboard",
+        "organism": selectors.organism_info(),
+        "agents": selectors.agent_list_public(),
+        "threads": selectors.thread_list_active(limit=20),
+    })
+
+
+@staff_required
+def agent_list(request: HttpRequest) -> HttpResponse:
+    return render(request, "ui/agents.html", {
+        "page": "agents", "agents": selectors.agent_list_public()})
+
+
+@staff_required
+def agent_detail(request: HttpRequest, slug: str) -> HttpResponse:
+    agent = get_object_or_404(Agent.objects.select_related("provider"), slug=slug)
+    state = selectors.agent_list_public(slug=slug)[0]
+    threads = selectors.thread_list_filtered(agent=slug)[:20]
+    return render(request, "ui/agent.html", {
+        "page": "agent",
+        "agent": state,
+        "config": selectors.agent_config_public(agent),
+        "threads": [_thread_row(t) for t in threads],
+        "admin_url": f"/admin/agents/agent/{agent.pk}/change/",
+    })
+
+
+class ThreadFilterForm(forms.Form):
+    status = forms.ChoiceField(choices=[("", "any status"), *Thread.Status.choices],
+                               required=False)
+    agent = forms.CharField(required=False, max_length=100)
+    q = forms.CharField(required=False, max_length=200, label="search")
+
+
+@staff_required
+def thread_list(request: HttpRequest) -> HttpResponse:
+    form = ThreadFilterForm(request.GET or None)
+    filters = form.cleaned_data if form.is_valid() else {}
+    threads = selectors.thread_list_filtered(
+        status=filters.get("status") or None, agent=filters.get("agent") or None,
+        q=filters.get("q") or None)
+    page = Paginator(threads, THREADS_PER_PAGE).get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
+    return render(request, "ui/threads.html", {
+        "page": "threads",
+        "form": form,
+        "threads": [_thread_row(t) for t in page.object_list],
+        "page_obj": page,
+        "query": query.urlencode(),
+        "agents": Agent.objects.order_by("slug").values_list("slug", flat=True),
+    })
+
+
+@staff_required
+def thread_detail(request: HttpRequest, thread_id: str) -> HttpResponse:
+    try:
+        thread = selectors.thread_detail_public(thread_id)
+    except NotFound as exc:
+        raise Http404(exc.message) from exc
+    return render(request, "ui/thread.html", {"page": "thread", "thread": thread})
+
+
+def _thread_row(thread: Thread) -> dict[str, Any]:
+    return selectors.thread_public(
+        thread, agent=thread.agent.slug,
+        client=selectors.client_label(user=thread.user, api_key=thread.api_key))
+
+
+# Benchmark runs: the pages are filled from /api/v1/benchmarks/ by static/gaia/runs.js.
+
+
+@staff_required
+def run_list(request: HttpRequest) -> HttpResponse:
+    return render(request, "ui/runs.html", {"page": "runs"})
+
+
+@staff_required
+def run_new(request: HttpRequest) -> HttpResponse:
+    return render(request, "ui/run_new.html", {
+        "page": "run_new",
+        "agents": Agent.objects.filter(enabled=True).order_by("slug").values_list(
+            "slug", flat=True),
+        "roles": ["search", "extract", "triple", "reason"],
+    })
+
+
+@staff_required
+def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
+    return render(request, "ui/run.html", {"page": "run", "run_id": run_id})
+
+
+@staff_required
+def run_compare(request: HttpRequest) -> HttpResponse:
+    return render(request, "ui/compare.html", {
+        "page": "compare", "runs": request.GET.get("runs", "")})

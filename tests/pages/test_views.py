@@ -1,0 +1,163 @@
+"""The operator pages rendered by Django (no browser): login, staff only, CSRF, and that every
+page is useful without JavaScript and escapes what models and users wrote."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
+
+from agents.models import Message, Thread
+
+pytestmark = pytest.mark.django_db
+
+PAGES = ["/", "/agents/", "/threads/", "/runs/", "/runs/new/", "/runs/compare/?runs=1,2",
+         "/runs/7/"]
+
+
+@pytest.fixture
+def staff(db):
+    return get_user_model().objects.create_user("op", password="pw-op-123", is_staff=True)
+
+
+@pytest.fixture
+def staff_client(staff):
+    client = Client()
+    client.force_login(staff)
+    return client
+
+
+def make_thread(agent, *, status="completed", title="", messages=()):
+    thread = Thread.objects.create(agent=agent, session_key="s", status=status, title=title,
+                                   history_digest="d", message_count=len(messages))
+    for i, (role, content) in enumerate(messages):
+        Message.objects.create(thread=thread, seq=i, role=role, content=content,
+                               finish_reason="stop" if role == "assistant" else "",
+                               ttft_ms=12 if role == "assistant" else None,
+                               output_tokens=3 if role == "assistant" else None)
+    return thread
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_page_needs_login(client, echo_agent, path):
+    response = client.get(path)
+    assert response.status_code == 302
+    assert response["Location"].startswith("/login/?next=")
+
+
+def test_page_refuses_non_staff_user(client, echo_agent):
+    user = get_user_model().objects.create_user("plain", password="pw-plain-123")
+    client.force_login(user)
+    assert client.get("/")["Location"].startswith("/login/")
+
+
+def test_login_form_refuses_non_staff_and_accepts_staff(staff):
+    get_user_model().objects.create_user("plain", password="pw-plain-123")
+    client = Client(enforce_csrf_checks=True)
+    page = client.get("/login/")
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
+    refused = client.post("/login/", {"username": "plain", "password": "pw-plain-123",
+                                      "csrfmiddlewaretoken": token})
+    assert refused.status_code == 200
+    assert "staff accounts only" in refused.text
+    ok = client.post("/login/", {"username": "op", "password": "pw-op-123",
+                                 "csrfmiddlewaretoken": token, "next": "/threads/"})
+    assert ok.status_code == 302
+    assert ok["Location"] == "/threads/"
+    assert client.get("/threads/").status_code == 200
+
+
+def test_login_without_csrf_token_is_refused(staff):
+    client = Client(enforce_csrf_checks=True)
+    response = client.post("/login/", {"username": "op", "password": "pw-op-123"})
+    assert response.status_code == 403
+
+
+def test_logout_is_a_post_with_csrf(staff_client):
+    page = staff_client.get("/")
+    assert re.search(r'<form class="logout" method="post" action="/logout/">'
+                     r'<input type="hidden" name="csrfmiddlewaretoken"', page.text)
+    assert staff_client.post("/logout/")["Location"] == "/login/"
+    assert staff_client.get("/")["Location"].startswith("/login/")
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_every_page_renders_for_staff(staff_client, echo_agent, path):
+    response = staff_client.get(path)
+    assert response.status_code == 200
+    assert 'src="/static/gaia/feed.js"' in response.text
+    assert "cdn" not in response.text.lower()
+
+
+def test_dashboard_shows_stats_agents_and_active_threads(staff_client, make_agent):
+    busy = make_agent(slug="busy-one")
+    make_agent(slug="paused-one", paused=True)
+    make_thread(busy, status="active", title="live talk")
+    make_thread(busy, status="completed", title="old talk")
+    html = staff_client.get("/").text
+    assert re.search(r'data-stat="agent_count">2<', html)
+    assert re.search(r'data-stat="active_threads">1<', html)
+    assert 'class="light state-paused"' in html
+    assert "live talk" in html
+    assert "old talk" not in html
+
+
+def test_agent_page_shows_sanitised_config_and_controls(staff_client, make_agent):
+    agent = make_agent(slug="secretive", provider__api_key_secret="sk-very-secret",
+                       provider__api_key_env="MY_SECRET_ENV", instructions="Be <b>kind</b>.")
+    html = staff_client.get("/agents/secretive/").text
+    assert "sk-very-secret" not in html
+    assert "MY_SECRET_ENV" not in html
+    assert "Credentials</dt><dd>set" in html
+    assert "Be &lt;b&gt;kind&lt;/b&gt;." in html
+    assert 'action="/api/v1/agents/secretive/pause"' in html
+    assert f'href="/admin/agents/agent/{agent.pk}/change/"' in html
+    assert re.search(r'<form[^>]+/resume"[^>]*hidden>', html)  # not paused: resume hidden
+
+
+def test_unknown_agent_and_thread_are_404(staff_client):
+    assert staff_client.get("/agents/nobody/").status_code == 404
+    assert staff_client.get("/threads/not-a-uuid/").status_code == 404
+    assert staff_client.get(
+        "/threads/7d4c2a52-5b8e-4d3c-9f6e-1d2a3b4c5d6e/").status_code == 404
+
+
+def test_thread_list_filters_and_searches(staff_client, make_agent):
+    a, b = make_agent(slug="alpha"), make_agent(slug="beta")
+    make_thread(a, status="completed", title="first", messages=[("user", "about penguins")])
+    make_thread(a, status="error", title="second", messages=[("user", "about whales")])
+    make_thread(b, status="completed", title="third", messages=[("user", "penguins again")])
+
+    def titles(query):
+        html = staff_client.get("/threads/" + query).text
+        return sorted(t for t in ("first", "second", "third") if f">{t}</a>" in html)
+
+    assert titles("") == ["first", "second", "third"]
+    assert titles("?status=error") == ["second"]
+    assert titles("?agent=alpha") == ["first", "second"]
+    assert titles("?q=PENGUINS") == ["first", "third"]
+    assert titles("?q=penguins&agent=beta") == ["third"]
+    assert staff_client.get("/threads/?status=bogus").status_code == 200  # ignored, not 500
+    assert staff_client.get("/threads/?page=999").status_code == 200
+
+
+def test_thread_page_shows_messages_as_text_with_their_figures(staff_client, echo_agent):
+    thread = make_thread(echo_agent, status="active", messages=[
+        ("user", "hi <script>alert(1)</script>"), ("assistant", "<img src=x onerror=alert(2)>")])
+    html = staff_client.get(f"/threads/{thread.pk}/").text
+    assert "<script>alert(1)</script>" not in html
+    assert "hi &lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "&lt;img src=x onerror=alert(2)&gt;" in html
+    assert 'data-meta="ttft">12<' in html
+    assert 'data-meta="finish">stop<' in html
+    assert f'action="/api/v1/threads/{thread.pk}/kill"' in html
+    assert re.search(r'<form id="kill-form"[^>]*data-kind="kill" >', html)  # shown: active
+    assert 'action="/api/v1/inject"' in html
+
+
+def test_kill_button_hidden_when_no_turn_runs(staff_client, echo_agent):
+    thread = make_thread(echo_agent, status="completed")
+    html = staff_client.get(f"/threads/{thread.pk}/").text
+    assert re.search(r'<form id="kill-form"[^>]*data-kind="kill" hidden>', html)
