@@ -1,0 +1,87 @@
+/* Small SVG charts drawn by our own code (no library, works offline). Every label is set with
+ * textContent, so run names and questions can never become markup. */
+(function () {
+  "use strict";
+  var NS = "http://www.w3.org/2000/svg";
+  var PALETTE = ["#2f5fd0", "#e0a100", "#1f9d55", "#d23c3c", "#7c5cd6", "#0e9aa7", "#c2561a", "#6b7280"];
+
+  function el(name, attrs, text) {
+    var node = document.createElementNS(NS, name);
+    for (var k in attrs) if (Object.prototype.hasOwnProperty.call(attrs, k)) node.setAttribute(k, attrs[k]);
+    if (text !== undefined && text !== null) node.textContent = String(text);
+    return node;
+  }
+
+  function fmt(v) {
+    if (v === null || v === undefined || isNaN(v)) return "–";
+    var a = Math.abs(v);
+    if (a >= 1e6) return (v / 1e6).toFixed(2) + "M";
+    if (a >= 1e4) return (v / 1e3).toFixed(1) + "k";
+    if (a >= 100) return String(Math.round(v));
+    if (a >= 1) return v.toFixed(2).replace(/\.?0+$/, "");
+    return v.toFixed(3).replace(/\.?0+$/, "") || "0";
+  }
+
+  /* A horizontal bar chart: one bar per item. spec = {title, unit, items: [{label, value}]} */
+  function bars(container, spec) {
+    var items = spec.items || [];
+    var rowH = 24, labelW = 150, valueW = 70, width = 460, top = 28;
+    var height = top + rowH * Math.max(items.length, 1) + 10;
+    var max = 0;
+    items.forEach(function (it) { if (typeof it.value === "number" && it.value > max) max = it.value; });
+    var svg = el("svg", { viewBox: "0 0 " + width + " " + height, role: "img", "class": "bar-chart",
+                          "data-metric": spec.metric || "" });
+    svg.appendChild(el("title", {}, spec.title));
+    svg.appendChild(el("text", { x: 0, y: 16, "font-weight": "600" }, spec.title + (spec.unit ? " (" + spec.unit + ")" : "")));
+    var span = width - labelW - valueW;
+    items.forEach(function (it, i) {
+      var y = top + i * rowH;
+      var w = max > 0 && typeof it.value === "number" ? Math.max(1, span * it.value / max) : 0;
+      svg.appendChild(el("text", { x: labelW - 6, y: y + 15, "text-anchor": "end" }, it.label));
+      var rect = el("rect", { x: labelW, y: y + 3, width: w, height: rowH - 8, rx: 3,
+                              fill: PALETTE[i % PALETTE.length], "class": "bar" });
+      rect.appendChild(el("title", {}, it.label + ": " + fmt(it.value)));
+      svg.appendChild(rect);
+      svg.appendChild(el("text", { x: labelW + w + 6, y: y + 15 }, fmt(it.value)));
+    });
+    svg.appendChild(el("line", { x1: labelW, x2: labelW, y1: top, y2: height - 6, "class": "axis" }));
+    container.replaceChildren(svg);
+    return svg;
+  }
+
+  /* A timeline: one row per lane, segments [start, end) in ms.
+   * spec = {title, lanes: [{label, segments: [{start, end, title}]}]} */
+  function timeline(container, spec) {
+    var lanes = spec.lanes || [];
+    var rowH = 26, labelW = 110, width = 900, top = 10, axisH = 22;
+    var height = top + rowH * Math.max(lanes.length, 1) + axisH;
+    var end = 0;
+    lanes.forEach(function (l) { l.segments.forEach(function (s) { if (s.end > end) end = s.end; }); });
+    var svg = el("svg", { viewBox: "0 0 " + width + " " + height, role: "img", "class": "timeline-chart" });
+    svg.appendChild(el("title", {}, spec.title || "timeline"));
+    var span = width - labelW - 20;
+    lanes.forEach(function (lane, i) {
+      var y = top + i * rowH;
+      svg.appendChild(el("text", { x: labelW - 6, y: y + 16, "text-anchor": "end" }, lane.label));
+      svg.appendChild(el("line", { x1: labelW, x2: labelW + span, y1: y + rowH - 2, y2: y + rowH - 2, stroke: "#eef0f3" }));
+      lane.segments.forEach(function (s, j) {
+        var x = labelW + (end > 0 ? span * s.start / end : 0);
+        var w = end > 0 ? Math.max(1.5, span * (s.end - s.start) / end) : 0;
+        var rect = el("rect", { x: x, y: y + 4, width: w, height: rowH - 10, rx: 2,
+                                fill: PALETTE[i % PALETTE.length], opacity: j % 2 ? 0.75 : 1, "class": "segment" });
+        rect.appendChild(el("title", {}, s.title || ""));
+        svg.appendChild(rect);
+      });
+    });
+    var axisY = top + rowH * Math.max(lanes.length, 1) + 2;
+    svg.appendChild(el("line", { x1: labelW, x2: labelW + span, y1: axisY, y2: axisY, "class": "axis" }));
+    for (var t = 0; t <= 4; t++) {
+      var x = labelW + span * t / 4;
+      svg.appendChild(el("text", { x: x, y: axisY + 15, "text-anchor": "middle" }, fmt(end * t / 4 / 1000) + " s"));
+    }
+    container.replaceChildren(svg);
+    return svg;
+  }
+
+  window.GaiaCharts = { bars: bars, timeline: timeline, format: fmt };
+})();

@@ -1,0 +1,71 @@
+"""Browser fixtures: Debian's Chromium driven by Playwright against a live Gaia process.
+
+Screenshots of every page land in ``var/screenshots/`` (a test artifact; CI keeps the folder).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import ROOT
+
+CHROMIUM = os.environ.get("GAIA_CHROMIUM", "/usr/bin/chromium")
+SCREENSHOTS = ROOT / "var" / "screenshots"
+STAFF_PASSWORD = "pw-operator-123"  # noqa: S105 - a test account's password
+
+
+@pytest.fixture(scope="session")
+def browser(gaia_server: Any) -> Iterator[Any]:
+    from playwright import sync_api
+
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium")
+    # Playwright's sync API runs an event loop in the test's thread, which makes Django refuse
+    # the test's own ORM calls (the test database setup, factories). Playwright's documented
+    # answer for Django; set after the live server started, so it never runs with it.
+    with pytest.MonkeyPatch.context() as mp, sync_api.sync_playwright() as pw:
+        mp.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                     args=["--no-sandbox", "--disable-gpu"])
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def staff_user(transactional_db: Any) -> Any:
+    from django.contrib.auth import get_user_model
+
+    return get_user_model().objects.create_user("operator", password=STAFF_PASSWORD,
+                                                is_staff=True)
+
+
+@pytest.fixture
+def page(browser: Any, gaia_server: Any, staff_user: Any) -> Iterator[Any]:
+    """A logged-in staff page (through the real login form)."""
+    context = browser.new_context(base_url=gaia_server.url, viewport={"width": 1280,
+                                                                      "height": 900})
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.goto("/login/")
+    page.fill("input[name=username]", "operator")
+    page.fill("input[name=password]", STAFF_PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url(re.compile(r"/$"))
+    page.js_errors = errors
+    yield page
+    context.close()
+    assert not errors, f"JavaScript errors on the page: {errors}"
+
+
+def screenshot(page: Any, name: str) -> Path:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    path = SCREENSHOTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    return path

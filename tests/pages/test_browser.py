@@ -1,0 +1,184 @@
+"""The operator pages in a real browser (Debian's Chromium through Playwright) against a live
+Gaia process: what an operator sees and does, live."""
+
+from __future__ import annotations
+
+import re
+import threading
+
+import httpx
+import pytest
+
+from tests.pages.conftest import screenshot
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+
+def expect():
+    from playwright.sync_api import expect as pw_expect
+
+    return pw_expect
+
+
+def chat(server, key, model, text, *, stream=False, session="ui-test", timeout=30):
+    return httpx.post(server.v1 + "/chat/completions", timeout=timeout,
+                      json={"model": model, "stream": stream,
+                            "messages": [{"role": "user", "content": text}]},
+                      headers={"Authorization": f"Bearer {key}", "X-Session-Id": session})
+
+
+def test_login_page_then_dashboard(browser, gaia_server, staff_user, echo_agent):
+    context = browser.new_context(base_url=gaia_server.url)
+    page = context.new_page()
+    page.goto("/threads/")
+    assert "/login/" in page.url
+    screenshot(page, "login")
+    page.fill("input[name=username]", "operator")
+    page.fill("input[name=password]", "wrong")
+    page.click("button[type=submit]")
+    expect()(page.locator(".error")).to_contain_text("Please enter a correct")
+    page.fill("input[name=username]", "operator")
+    page.fill("input[name=password]", "pw-operator-123")
+    page.click("button[type=submit]")
+    page.wait_for_url(re.compile(r"/threads/$"))
+    page.click("text=Log out")
+    page.wait_for_url(re.compile(r"/login/$"))
+    context.close()
+
+
+def test_dashboard_shows_agents_with_state_lights(page, make_agent):
+    make_agent(slug="calm")
+    make_agent(slug="resting", paused=True)
+    page.goto("/")
+    expect()(page.locator('tr[data-agent="resting"] .light')).to_have_class(
+        re.compile("state-paused"))
+    expect()(page.locator('tr[data-agent="calm"] .light')).to_have_class(
+        re.compile("state-idle"))
+    expect()(page.locator("#feed-status")).to_have_attribute("data-state", "live")
+    screenshot(page, "dashboard")
+
+
+def test_streaming_reply_grows_on_the_thread_page(page, gaia_server, make_agent, api_key):
+    words = " ".join(f"word{i}" for i in range(60))
+    agent = make_agent(slug="slowpoke", provider__options={"reply": words, "delay_ms": 50})
+    first = chat(gaia_server, api_key, agent.slug, "hello")
+    thread_id = first.headers["x-gaia-thread-id"]
+    page.goto(f"/threads/{thread_id}/")
+    expect()(page.locator("#feed-status")).to_have_attribute("data-state", "live")
+    screenshot(page, "thread")
+
+    done = threading.Event()
+
+    def stream():
+        with httpx.stream("POST", gaia_server.v1 + "/chat/completions", timeout=30, json={
+                "model": agent.slug, "stream": True, "messages": [
+                    {"role": "user", "content": "hello"},
+                    {"role": "assistant", "content": words},
+                    {"role": "user", "content": "again"}]},
+                headers={"Authorization": f"Bearer {api_key}",
+                         "X-Session-Id": "ui-test"}) as r:
+            for _ in r.iter_lines():
+                pass
+        done.set()
+
+    worker = threading.Thread(target=stream)
+    worker.start()
+    growing = page.locator("article.streaming .body")
+    expect()(growing).to_contain_text("word5", timeout=10_000)
+    partial = growing.text_content()
+    assert not done.is_set(), "the reply finished before the page showed it growing"
+    assert "word59" not in partial
+    expect()(growing).to_contain_text("word20", timeout=10_000)
+    screenshot(page, "thread-streaming")
+    worker.join(30)
+    final = page.locator("article.role-assistant[data-message-id]").last
+    expect()(final).to_contain_text("word59", timeout=10_000)
+    expect()(final.locator('[data-meta="finish"]')).to_have_text("stop")
+    expect()(page.locator("#thread-status")).to_have_text("completed")
+    expect()(page.locator("#kill-form")).to_be_hidden()
+
+
+def test_inject_from_the_page_shows_the_reply(page, gaia_server, echo_agent, api_key):
+    first = chat(gaia_server, api_key, echo_agent.slug, "start")
+    page.goto(f"/threads/{first.headers['x-gaia-thread-id']}/")
+    expect()(page.locator("#feed-status")).to_have_attribute("data-state", "live")
+    page.fill("#inject-text", "operator says hi")
+    page.click("#inject")
+    expect()(page.locator("article.role-user").last).to_contain_text("operator says hi")
+    reply = page.locator("article.role-assistant[data-message-id]").last
+    expect()(reply).to_contain_text("operator says hi", timeout=10_000)
+    expect()(page.locator("article[data-message-id]")).to_have_count(4)
+
+
+def test_kill_a_slow_turn_from_the_page(page, gaia_server, make_agent, api_key):
+    words = " ".join(f"w{i}" for i in range(400))
+    agent = make_agent(slug="endless", provider__options={"reply": words, "delay_ms": 100})
+    quick = make_agent(slug="endless-first", provider__options={"reply": "ok"})
+    del quick
+    result: dict[str, object] = {}
+
+    def stream():
+        with httpx.stream("POST", gaia_server.v1 + "/chat/completions", timeout=60, json={
+                "model": agent.slug, "stream": True,
+                "messages": [{"role": "user", "content": "go on forever"}]},
+                headers={"Authorization": f"Bearer {api_key}",
+                         "X-Session-Id": "ui-kill"}) as r:
+            result["thread"] = r.headers.get("x-gaia-thread-id")
+            result["body"] = "".join(r.iter_text())
+
+    worker = threading.Thread(target=stream)
+    worker.start()
+    page.goto("/threads/")
+    row = page.locator("tr", has_text="go on forever").first
+    expect()(row).to_be_visible(timeout=10_000)
+    row.locator("a").click()
+    expect()(page.locator("article.streaming .body")).to_contain_text("w3", timeout=10_000)
+    expect()(page.locator("#kill")).to_be_visible()
+    page.click("#kill")
+    expect()(page.locator("#thread-status")).to_have_text("killed", timeout=10_000)
+    expect()(page.locator("#kill-form")).to_be_hidden()
+    final = page.locator("article.role-assistant[data-message-id]").last
+    expect()(final.locator('[data-meta="finish"]')).to_have_text("killed", timeout=10_000)
+    screenshot(page, "thread-killed")
+    worker.join(30)
+    assert "w399" not in str(result.get("body"))
+
+
+def test_script_in_a_reply_shows_as_text(page, gaia_server, make_agent, api_key):
+    evil = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">'
+    agent = make_agent(slug="mischief", provider__options={"reply": evil, "delay_ms": 30})
+    first = chat(gaia_server, api_key, agent.slug, "hi", session="evil")
+    page.goto(f"/threads/{first.headers['x-gaia-thread-id']}/")
+    expect()(page.locator("#feed-status")).to_have_attribute("data-state", "live")
+    # a second reply arrives live, through the feed (deltas, then the stored message)
+    chat(gaia_server, api_key, agent.slug, "again", session="evil")
+    replies = page.locator("article.role-assistant[data-message-id] .body")
+    expect()(replies).to_have_count(2, timeout=10_000)
+    for i in range(2):
+        expect()(replies.nth(i)).to_have_text(evil)
+    assert page.evaluate("window.__pwned") is None
+    assert page.locator("article script, article img").count() == 0
+
+
+def test_agent_page_pause_and_resume(page, make_agent):
+    make_agent(slug="pausable")
+    page.goto("/agents/pausable/")
+    screenshot(page, "agent")
+    page.click("#pause")
+    expect()(page.locator("#agent-light")).to_have_class(re.compile("state-paused"))
+    expect()(page.locator("#resume")).to_be_visible()
+    page.click("#resume")
+    expect()(page.locator("#agent-light")).to_have_class(re.compile("state-idle"))
+    expect()(page.locator("#pause")).to_be_visible()
+
+
+def test_threads_list_page(page, gaia_server, echo_agent, api_key):
+    chat(gaia_server, api_key, echo_agent.slug, "find the walrus", session="s1")
+    chat(gaia_server, api_key, echo_agent.slug, "something else", session="s2")
+    page.goto("/threads/")
+    page.fill("input[name=q]", "walrus")
+    page.click("text=Filter")
+    expect()(page.locator("#thread-rows tr")).to_have_count(1)
+    screenshot(page, "threads")
+    page.goto("/agents/")
+    screenshot(page, "agents")
