@@ -20,10 +20,10 @@ def expect():
     return pw_expect
 
 
-def chat(server, key, model, text, *, stream=False, session="ui-test", timeout=30):
+def chat(server, key, model, text, *, stream=False, session="ui-test", history=(), timeout=30):
+    messages = [*history, {"role": "user", "content": text}]
     return httpx.post(server.v1 + "/chat/completions", timeout=timeout,
-                      json={"model": model, "stream": stream,
-                            "messages": [{"role": "user", "content": text}]},
+                      json={"model": model, "stream": stream, "messages": messages},
                       headers={"Authorization": f"Bearer {key}", "X-Session-Id": session})
 
 
@@ -151,7 +151,8 @@ def test_script_in_a_reply_shows_as_text(page, gaia_server, make_agent, api_key)
     page.goto(f"/threads/{first.headers['x-gaia-thread-id']}/")
     expect()(page.locator("#feed-status")).to_have_attribute("data-state", "live")
     # a second reply arrives live, through the feed (deltas, then the stored message)
-    chat(gaia_server, api_key, agent.slug, "again", session="evil")
+    chat(gaia_server, api_key, agent.slug, "again", session="evil", history=[
+        {"role": "user", "content": "hi"}, {"role": "assistant", "content": evil}])
     replies = page.locator("article.role-assistant[data-message-id] .body")
     expect()(replies).to_have_count(2, timeout=10_000)
     for i in range(2):
