@@ -69,3 +69,52 @@ def screenshot(page: Any, name: str) -> Path:
     path = SCREENSHOTS / f"{name}.png"
     page.screenshot(path=str(path), full_page=True)
     return path
+
+
+@pytest.fixture
+def run_worker(gaia_server: Any, transactional_db: Any) -> Iterator[None]:
+    """Whoever executes benchmark runs for the live server: with ``REDIS_URL``, a real Celery
+    worker process on the same database and data dir; without it, the server's own embedded
+    worker (nothing to start)."""
+    import subprocess
+    import sys
+
+    from django.conf import settings
+
+    from tests.conftest import live_database_url
+
+    if not settings.REDIS_URL:
+        yield
+        return
+    log_path = gaia_server.log_path.with_name("celery-worker.log")
+    env = {**os.environ, "DATABASE_URL": live_database_url(), "REDIS_URL": settings.REDIS_URL,
+           "GAIA_DATA_DIR": str(gaia_server.log_path.parent), "PYTHONUNBUFFERED": "1"}
+    env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "gaia_site", "worker", "--pool", "solo",
+             "--concurrency", "1", "--loglevel", "warning", "--without-heartbeat",
+             "--without-gossip", "--without-mingle"],
+            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    yield
+    proc.terminate()
+    try:
+        proc.wait(15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)
+
+
+@pytest.fixture
+def bench_suite(transactional_db: Any) -> Any:
+    """A suite of the shipped HotpotQA questions (a transactional test has no migration
+    data)."""
+    import json
+
+    from benchmarks.services import suite_create
+
+    from mesh.suite import default_suite_path
+
+    questions = json.loads(default_suite_path().read_text(encoding="utf-8"))
+    return suite_create(name="ui-hotpotqa", questions=questions[:6],
+                        description="The first six shipped HotpotQA dev questions.")

@@ -183,3 +183,91 @@ def test_threads_list_page(page, gaia_server, echo_agent, api_key):
     screenshot(page, "threads")
     page.goto("/agents/")
     screenshot(page, "agents")
+
+
+def wait_run(server, key, run_id, timeout=90):
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        run = httpx.get(f"{server.url}/api/v1/benchmarks/runs/{run_id}", timeout=10,
+                        headers={"Authorization": f"Bearer {key}"}).json()
+        if run["status"] in ("succeeded", "failed", "cancelled"):
+            return run
+        time.sleep(0.3)
+    raise AssertionError(f"run {run_id} did not finish: {run}")
+
+
+def test_submit_a_run_from_the_form_and_watch_it_finish(page, gaia_server, bench_suite,
+                                                        run_worker):
+    page.goto("/runs/new/")
+    page.select_option("#run-suite", "ui-hotpotqa")
+    page.check("input[name=selection][value=first]")
+    page.fill("input[name=limit]", "4")
+    screenshot(page, "run-new")
+    page.click("#run-submit")
+    page.wait_for_url(re.compile(r"/runs/\d+/$"))
+    bar = page.locator("#run-progress")
+    expect()(bar).to_have_attribute("aria-valuenow", "100", timeout=90_000)
+    expect()(page.locator("#run-status")).to_have_text("succeeded", timeout=30_000)
+    expect()(page.locator("#result-rows tr")).to_have_count(4)
+    expect()(page.locator("#run-done")).to_have_text("4")
+    assert int(page.locator("#run-packets").text_content()) > 0
+    assert int(page.locator("#run-bytes").text_content()) > 0
+    expect()(page.locator("#timeline svg rect.segment").first).to_be_visible()
+    lanes = page.locator("#timeline svg text").all_text_contents()
+    assert {"search", "extract", "triple", "reason"} <= set(lanes)
+    expect()(page.locator("#artifacts a", has_text="summary.json")).to_be_visible()
+    expect()(page.locator("#cancel-form")).to_be_hidden()
+    screenshot(page, "run")
+    with page.expect_download() as download:
+        page.click("#artifacts a:has-text('summary.json')")
+    assert download.value.suggested_filename == "summary.json"
+    page.goto("/runs/")
+    expect()(page.locator("#run-rows tr .progress").first).to_have_attribute(
+        "aria-valuenow", "100")
+    screenshot(page, "runs")
+
+
+def test_run_list_bars_fill_live(page, gaia_server, bench_suite, run_worker, make_key):
+    _, key = make_key("bench", scopes=["benchmarks"])
+    page.goto("/runs/")
+    expect()(page.locator("#feed-status")).to_have_attribute("data-state", "live")
+    run = httpx.post(f"{gaia_server.url}/api/v1/benchmarks/runs", timeout=10,
+                     json={"suite": "ui-hotpotqa", "limit": 3},
+                     headers={"Authorization": f"Bearer {key}"}).json()
+    row = page.locator(f'#run-rows tr[data-run="{run["id"]}"]')
+    expect()(row).to_be_visible(timeout=10_000)  # arrived by the feed, not a reload
+    expect()(row.locator(".progress")).to_have_attribute("aria-valuenow", "100",
+                                                         timeout=90_000)
+    expect()(row.locator(".run-status")).to_have_text("succeeded", timeout=30_000)
+
+
+def test_compare_page_draws_the_charts(page, gaia_server, bench_suite, run_worker, make_key):
+    _, key = make_key("bench", scopes=["benchmarks"])
+    ids = []
+    for protocol in ("json", "crc"):
+        r = httpx.post(f"{gaia_server.url}/api/v1/benchmarks/runs", timeout=10,
+                       json={"suite": "ui-hotpotqa", "limit": 3, "protocol": protocol},
+                       headers={"Authorization": f"Bearer {key}"})
+        assert r.status_code == 201, r.text
+        ids.append(r.json()["id"])
+    for run_id in ids:
+        assert wait_run(gaia_server, key, run_id)["status"] == "succeeded"
+    page.goto("/runs/")
+    for run_id in ids:
+        page.check(f'.run-pick[value="{run_id}"]')
+    page.click("#compare")
+    page.wait_for_url(re.compile(r"/runs/compare/\?runs="))
+    charts = page.locator("#charts svg.bar-chart")
+    expect()(charts).to_have_count(7)
+    for metric in ("exact_match", "f1", "rouge_l", "bytes", "packets", "header_overhead",
+                   "elapsed_ms"):
+        chart = page.locator(f'#charts svg[data-metric="{metric}"]')
+        expect()(chart.locator("rect.bar")).to_have_count(2)
+    # different protocols put different bytes on the wire: the bars differ
+    widths = page.locator('#charts svg[data-metric="bytes"] rect.bar').evaluate_all(
+        "rs => rs.map(r => Number(r.getAttribute('width')))")
+    assert widths[0] != widths[1]
+    expect()(page.locator("#compare-rows tr")).to_have_count(2)
+    screenshot(page, "compare")

@@ -410,7 +410,7 @@
     }
   }
 
-  var runState = { run: null, results: {} };
+  var runState = { run: null, results: {}, metrics: {} };
 
   function renderProgress(p) {
     var done = num(p.questions_done) || 0, total = num(p.questions_total) || 0;
@@ -425,34 +425,52 @@
     show(q("#cancel-form"), p.status === "queued" || p.status === "running");
   }
 
+  function selectionText(sel) {
+    if (!sel || !sel.mode || sel.mode === "all") return "all";
+    if (sel.mode === "first") return "the first " + sel.limit;
+    if (sel.mode === "indexes") return "indexes " + (sel.indexes || []).join(", ");
+    return JSON.stringify(sel);
+  }
+
+  function toolsText(tools) {
+    if (!tools || typeof tools !== "object") return String(tools || "");
+    return Object.keys(tools).map(function (role) { return role + ": " + tools[role]; }).join(", ");
+  }
+
+  function artifactUrl(name) {
+    return API + "/benchmarks/runs/" + encodeURIComponent(RUN_ID) + "/artifacts/" + name.split("/").map(encodeURIComponent).join("/");
+  }
+
   function renderRun(run) {
     runState.run = run;
     var prog = run.progress || {};
     renderProgress({ status: run.status, questions_done: runDone(run), questions_total: runTotal(run),
-                     packets: prog.packets !== undefined ? prog.packets : run.packets,
-                     bytes: prog.bytes !== undefined ? prog.bytes : run.bytes });
-    var cfg = q("#run-config");
-    var pairs = [["Suite", runSuite(run)], ["Protocol", run.protocol], ["Questions", JSON.stringify(run.questions || run.selection || "all")],
-                 ["Tools", JSON.stringify(run.tools || run.tool_backends || {})], ["Timeout (s)", run.timeout_seconds || run.question_timeout],
-                 ["Queued", run.queued_at], ["Started", run.started_at], ["Finished", run.finished_at], ["Attempts", run.attempts]];
+                     packets: prog.packets, bytes: prog.bytes });
     var s = summaryOf(run);
-    if (s.mean_exact_match !== undefined) pairs.push(["EM / F1 / ROUGE-L", fixed(s.mean_exact_match) + " / " + fixed(s.mean_f1) + " / " + fixed(s.mean_rouge_l)]);
+    var pairs = [["Suite", runSuite(run)], ["Protocol", run.protocol], ["Questions", selectionText(run.selection)],
+                 ["Tools", toolsText(run.tools)], ["Quality label", run.quality_label],
+                 ["Timeout per question (s)", run.question_timeout_s], ["Time limit (s)", run.time_limit_s],
+                 ["Submitted by", run.submitted_by], ["Worker", run.worker], ["Attempts", run.attempts],
+                 ["Queued", run.queued_at], ["Started", run.started_at], ["Finished", run.finished_at]];
+    if (s.mean_exact_match !== undefined) {
+      pairs.push(["EM / F1 / ROUGE-L", fixed(s.mean_exact_match) + " / " + fixed(s.mean_f1) + " / " + fixed(s.mean_rouge_l)]);
+    }
+    var cfg = q("#run-config");
     cfg.replaceChildren.apply(cfg, [].concat.apply([], pairs.filter(function (p) { return p[1] !== undefined && p[1] !== null && p[1] !== ""; })
       .map(function (p) { return [h("dt", { text: p[0] }), h("dd", { text: String(p[1]) })]; })));
     var err = q("#run-error");
     err.textContent = run.error || "";
     show(err, !!run.error);
-    var arts = q("#artifacts");
-    var names = run.artifacts || [];
-    if (!Array.isArray(names)) names = Object.keys(names);
-    arts.replaceChildren.apply(arts, names.map(function (a) {
-      var name = typeof a === "string" ? a : a.name;
-      return h("a", { href: API + "/benchmarks/runs/" + encodeURIComponent(RUN_ID) + "/artifacts/" + encodeURIComponent(name), download: name, text: name });
-    }));
+    if (run.artifacts) {
+      var arts = q("#artifacts");
+      var names = run.artifacts.filter(function (n) { return n.indexOf("/") < 0; });
+      arts.replaceChildren.apply(arts, names.map(function (name) {
+        return h("a", { href: artifactUrl(name), download: name, "class": "artifact", text: "⤓ " + name });
+      }));
+    }
   }
 
-  function resultIndex(r) { return r.question_index !== undefined ? r.question_index : r.index; }
-  function resultMetrics(r) { return r.metrics || r; }
+  function resultIndex(r) { return r.question_index; }
 
   function addResult(r) {
     if (!r) return;
@@ -463,50 +481,67 @@
   function renderResults() {
     var tbody = q("#result-rows");
     var rows = Object.keys(runState.results).map(Number).sort(function (a, b) { return a - b; }).map(function (i) {
-      var r = runState.results[i], m = resultMetrics(r);
+      var r = runState.results[i];
       return h("tr", { "data-question": i },
-        h("td", { "class": "num", text: i }),
-        h("td", null, badge(r.status || m.status || "")),
-        h("td", { text: r.question || m.question || "" }),
-        h("td", { text: r.prediction !== undefined ? r.prediction : (m.answer || "") }),
-        h("td", { text: r.gold !== undefined ? r.gold : (m.gold_answer || "") }),
-        h("td", { "class": "num", text: fixed(r.exact_match !== undefined ? r.exact_match : m.exact_match) }),
-        h("td", { "class": "num", text: fixed(r.f1 !== undefined ? r.f1 : m.f1) }),
-        h("td", { "class": "num", text: fixed(r.rouge_l !== undefined ? r.rouge_l : m.rouge_l) }),
-        h("td", { "class": "num", text: orDash(r.bytes !== undefined ? r.bytes : (num(m.bytes_tx) || 0) + (num(m.bytes_rx) || 0)) }),
-        h("td", { "class": "num", text: orDash(r.packets !== undefined ? r.packets : m.pkt_cnt) }),
-        h("td", { "class": "num", text: orDash(r.header_overhead !== undefined ? r.header_overhead : m.header_overhead) }),
-        h("td", { "class": "num", text: orDash(r.tokens !== undefined ? r.tokens : m.token_sum) }),
-        h("td", { "class": "num", text: fixed(r.elapsed_ms !== undefined ? r.elapsed_ms : m.elapsed_ms, 0) }));
+        h("td", { "class": "num" }, h("a", { href: artifactUrl("q" + i + "/metrics.json"), title: "metrics.json", text: String(i) })),
+        h("td", null, badge(r.status || "")),
+        h("td", { text: r.question || "" }),
+        h("td", { "class": "prediction", text: r.prediction === null || r.prediction === undefined ? (r.error || "") : r.prediction }),
+        h("td", { text: r.gold || "" }),
+        h("td", { "class": "num", text: fixed(r.exact_match) }),
+        h("td", { "class": "num", text: fixed(r.f1) }),
+        h("td", { "class": "num", text: fixed(r.rouge_l) }),
+        h("td", { "class": "num", text: orDash((num(r.bytes_tx) || 0) + (num(r.bytes_rx) || 0)) }),
+        h("td", { "class": "num", text: orDash(r.packets) }),
+        h("td", { "class": "num", text: orDash(r.header_overhead) }),
+        h("td", { "class": "num", text: orDash(r.tokens) }),
+        h("td", { "class": "num", text: fixed(r.elapsed_ms, 0) }));
     });
     tbody.replaceChildren.apply(tbody, rows);
+    loadAgentTimes();
     drawTimeline();
   }
 
-  /* Per-agent timeline: questions laid end to end (each takes its elapsed time); within each,
-   * every agent's busy time is a segment in its own lane. */
+  /* Each finished question's metrics.json (an artifact) says how long each agent was busy. */
+  function loadAgentTimes() {
+    Object.keys(runState.results).forEach(function (i) {
+      if (runState.metrics[i] !== undefined) return;
+      runState.metrics[i] = null;  // in flight
+      api("GET", artifactUrl("q" + i + "/metrics.json")).then(function (m) {
+        runState.metrics[i] = m || {};
+        scheduleTimeline();
+      }).catch(function () { runState.metrics[i] = {}; });
+    });
+  }
+
+  var timelineTimer = null;
+  function scheduleTimeline() {
+    if (timelineTimer) return;
+    timelineTimer = setTimeout(function () { timelineTimer = null; drawTimeline(); }, 200);
+  }
+
+  /* Per-agent timeline: the questions laid end to end (each takes its elapsed time); within
+   * each, every agent's busy time is a segment in its own lane. */
   function drawTimeline() {
     var lanes = {}, order = [], t = 0;
     Object.keys(runState.results).map(Number).sort(function (a, b) { return a - b; }).forEach(function (i) {
-      var r = runState.results[i], m = resultMetrics(r);
-      var elapsed = num(r.elapsed_ms !== undefined ? r.elapsed_ms : m.elapsed_ms) || 0;
-      var agents = r.agents || m.agents || [];
-      if (!Array.isArray(agents)) agents = Object.keys(agents).map(function (k) { return Object.assign({ tool: k }, agents[k]); });
+      var r = runState.results[i];
+      var elapsed = num(r.elapsed_ms) || 0;
+      var agents = (runState.metrics[i] && runState.metrics[i].agents) || [];
       agents.forEach(function (a) {
-        var name = a.tool || a.name || ("node " + a.node_id);
+        var name = a.tool || ("node " + a.node_id);
         if (!lanes[name]) { lanes[name] = []; order.push(name); }
-        var busy = num(a.busy_ms) || 0;
-        lanes[name].push({ start: t, end: t + Math.max(busy, 0), title: "question " + i + ": " + name + " busy " + Math.round(busy) + " ms, " + (a.pkts_sent || 0) + " packets" });
+        var busy = Math.min(num(a.busy_ms) || 0, elapsed || Infinity);
+        lanes[name].push({ start: t, end: t + busy, title: "question " + i + ": " + name + " busy " + Math.round(busy) + " ms, " + (a.pkts_sent || 0) + " packets sent" });
       });
-      if (!agents.length) {
-        if (!lanes.run) { lanes.run = []; order.push("run"); }
-        lanes.run.push({ start: t, end: t + elapsed, title: "question " + i + ": " + Math.round(elapsed) + " ms" });
-      }
+      if (!lanes.question) { lanes.question = []; order.unshift("question"); }
+      lanes.question.push({ start: t, end: t + elapsed, title: "question " + i + ": " + Math.round(elapsed) + " ms, " + (r.status || "") });
       t += elapsed;
     });
     var box = q("#timeline");
     if (!order.length) { box.replaceChildren(h("p", { "class": "muted", text: "No question has finished yet." })); return; }
-    window.GaiaCharts.timeline(box, { title: "per-agent busy time per question", lanes: order.map(function (n) { return { label: n, segments: lanes[n] }; }) });
+    window.GaiaCharts.timeline(box, { title: "per-agent busy time, question after question",
+      lanes: order.map(function (n) { return { label: n, segments: lanes[n] }; }) });
   }
 
   function loadRun() {
@@ -563,7 +598,7 @@
           items: runs.map(function (r) { return { label: runLabel(r), value: compareValue(r, c[0]) }; }) });
         return box;
       }));
-      renderDifferences(data.differences || data.questions || [], runs);
+      renderDifferences(data.questions || [], runs);
     }).catch(function (err) {
       var e = q("#compare-error");
       e.textContent = err.message;
@@ -571,20 +606,21 @@
     });
   }
 
-  function renderDifferences(diffs, runs) {
+  function renderDifferences(questions, runs) {
     var box = q("#differences");
+    var diffs = questions.filter(function (x) { return x.differs; });
     if (!diffs.length) { box.replaceChildren(h("p", { "class": "muted", text: "Every run gave the same answers." })); return; }
     box.replaceChildren(h("table", { "class": "diff" },
       h("thead", null, h("tr", null, h("th", { text: "#" }), h("th", { text: "Question" }), h("th", { text: "Gold" }),
         runs.map(function (r) { return h("th", { text: runLabel(r) }); }))),
       h("tbody", null, diffs.map(function (d) {
-        var answers = d.answers || d.predictions || {};
-        return h("tr", null, h("td", { text: orDash(d.question_index !== undefined ? d.question_index : d.index) }),
-          h("td", { text: d.question || "" }), h("td", { text: d.gold || d.gold_answer || "" }),
+        return h("tr", { "data-question": d.question_index }, h("td", { "class": "num", text: d.question_index }),
+          h("td", { text: d.question || "" }), h("td", { text: d.gold || "" }),
           runs.map(function (r) {
-            var a = Array.isArray(answers) ? answers.filter(function (x) { return String(x.run_id || x.run) === String(runId(r)); })[0] : answers[runId(r)];
-            var text = a && typeof a === "object" ? (a.prediction || a.answer || "") + (a.exact_match !== undefined ? " (EM " + a.exact_match + ")" : "") : (a || "");
-            return h("td", { text: text });
+            var a = (d.runs || {})[String(runId(r))];
+            if (!a) return h("td", { "class": "muted", text: "not run" });
+            return h("td", { "class": a.exact_match ? "em" : "" }, h("span", { text: a.prediction === null || a.prediction === undefined ? "(" + a.status + ")" : a.prediction }),
+              h("span", { "class": "muted small", text: " EM " + fixed(a.exact_match) + " · F1 " + fixed(a.f1) }));
           }));
       }))));
   }
@@ -602,13 +638,13 @@
     form.addEventListener("submit", function (e) {
       e.preventDefault();
       var d = new FormData(form);
-      var questions = "all";
-      if (d.get("selection") === "first") questions = { first: Number(d.get("first")) };
-      if (d.get("selection") === "indexes") questions = { indexes: String(d.get("indexes")).split(/[\s,]+/).filter(Boolean).map(Number) };
       var tools = {};
       qa("select[data-role]", form).forEach(function (s) { tools[s.dataset.role] = s.value; });
-      var payload = { suite: d.get("suite"), questions: questions, protocol: d.get("protocol"),
-                      tools: tools, timeout_seconds: Number(d.get("timeout_seconds")) };
+      var payload = { suite: d.get("suite"), protocol: d.get("protocol"), tools: tools,
+                      question_timeout_s: Number(d.get("question_timeout_s")),
+                      time_limit_s: Number(d.get("time_limit_s")) };
+      if (d.get("selection") === "first") payload.limit = Number(d.get("limit"));
+      if (d.get("selection") === "indexes") payload.indexes = String(d.get("indexes")).split(/[\s,]+/).filter(Boolean).map(Number);
       var err = q("#run-form-error");
       err.hidden = true;
       q("#run-submit").disabled = true;
