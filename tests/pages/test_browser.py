@@ -246,9 +246,11 @@ def test_run_list_bars_fill_live(page, gaia_server, bench_suite, run_worker, mak
 def test_compare_page_draws_the_charts(page, gaia_server, bench_suite, run_worker, make_key):
     _, key = make_key("bench", scopes=["benchmarks"])
     ids = []
-    for protocol in ("json", "crc"):
+    # different protocols and overlapping questions: 0 and 4 were asked of one run only
+    for body in ({"protocol": "json", "indexes": [0, 1, 2, 3]},
+                 {"protocol": "msgpack", "indexes": [1, 2, 3, 4]}):
         r = httpx.post(f"{gaia_server.url}/api/v1/benchmarks/runs", timeout=10,
-                       json={"suite": "ui-hotpotqa", "limit": 3, "protocol": protocol},
+                       json={"suite": "ui-hotpotqa", **body},
                        headers={"Authorization": f"Bearer {key}"})
         assert r.status_code == 201, r.text
         ids.append(r.json()["id"])
@@ -270,4 +272,8 @@ def test_compare_page_draws_the_charts(page, gaia_server, bench_suite, run_worke
         "rs => rs.map(r => Number(r.getAttribute('width')))")
     assert widths[0] != widths[1]
     expect()(page.locator("#compare-rows tr")).to_have_count(2)
+    differs = page.locator("#differences tbody tr")
+    expect()(differs).to_have_count(2)
+    assert differs.locator("td:first-child").all_text_contents() == ["0", "4"]
+    expect()(differs.first).to_contain_text("not run")
     screenshot(page, "compare")

@@ -25,7 +25,7 @@
   /* A horizontal bar chart: one bar per item. spec = {title, unit, items: [{label, value}]} */
   function bars(container, spec) {
     var items = spec.items || [];
-    var rowH = 24, labelW = 150, valueW = 70, width = 460, top = 28;
+    var rowH = 22, labelW = 130, valueW = 50, width = 380, top = 26;
     var height = top + rowH * Math.max(items.length, 1) + 10;
     var max = 0;
     items.forEach(function (it) { if (typeof it.value === "number" && it.value > max) max = it.value; });

@@ -174,11 +174,16 @@
     q(".label", node).textContent = pct + " %" + (total ? " (" + done + "/" + total + ")" : "");
   }
 
+  var picked = {};  // the runs ticked for comparison survive rows being redrawn
+  document.addEventListener("change", function (e) {
+    if (e.target.classList && e.target.classList.contains("run-pick")) picked[e.target.value] = e.target.checked;
+  });
+
   function runRow(run, selectable) {
     var id = runId(run);
     var s = summaryOf(run);
     return h("tr", { "data-run": id },
-      selectable ? h("td", null, h("input", { type: "checkbox", "class": "run-pick", value: id, "aria-label": "compare run " + id })) : null,
+      selectable ? h("td", null, h("input", { type: "checkbox", "class": "run-pick", value: id, checked: !!picked[id], "aria-label": "compare run " + id })) : null,
       h("td", null, h("a", { href: "/runs/" + encodeURIComponent(id) + "/", text: "#" + id })),
       h("td", { text: runSuite(run) }),
       h("td", { text: run.protocol || "" }),
@@ -406,7 +411,7 @@
       if (run) renderRun(run);
       else if (evt.event === "run_progress") renderProgress(evt);
       if (evt.event === "question_finished") addResult(evt.result);
-      if (evt.event === "run_finished") loadResults();
+      if (evt.event === "run_finished") loadRun();  // its artifacts are in the detail only
     }
   }
 
@@ -559,7 +564,7 @@
   var COMPARE_METRICS = [
     ["exact_match", "Exact match", ""], ["f1", "F1", ""], ["rouge_l", "ROUGE-L", ""],
     ["bytes", "Bytes per question", "B"], ["packets", "Packets per question", ""],
-    ["header_overhead", "Header overhead per question", "B"], ["elapsed_ms", "Elapsed per question (mean)", "ms"]];
+    ["header_overhead", "Header overhead per question", "B"], ["elapsed_ms", "Mean elapsed per question", "ms"]];
 
   function compareValue(run, key) {
     var m = run.metrics || run.summary || run;
@@ -661,7 +666,7 @@
   function setupCompareForm() {
     var form = q("#compare-form");
     form.addEventListener("submit", function (e) {
-      var ids = qa(".run-pick:checked").map(function (c) { return c.value; });
+      var ids = Object.keys(picked).filter(function (id) { return picked[id]; });
       if (ids.length < 2) { e.preventDefault(); notice("Pick at least two runs.", true); return; }
       q("#compare-runs").value = ids.join(",");
     });
