@@ -277,3 +277,94 @@ def test_compare_page_draws_the_charts(page, gaia_server, bench_suite, run_worke
     assert differs.locator("td:first-child").all_text_contents() == ["0", "4"]
     expect()(differs.first).to_contain_text("not run")
     screenshot(page, "compare")
+
+
+def stream_in_background(server, key, model, text, session):
+    def run():
+        with httpx.stream("POST", server.v1 + "/chat/completions", timeout=60, json={
+                "model": model, "stream": True,
+                "messages": [{"role": "user", "content": text}]},
+                headers={"Authorization": f"Bearer {key}", "X-Session-Id": session}) as r:
+            for _ in r.iter_lines():
+                pass
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    return worker
+
+
+def test_dashboard_follows_an_agent_at_work(page, gaia_server, make_agent, api_key):
+    words = " ".join(f"t{i}" for i in range(40))
+    make_agent(slug="worker-bee", provider__options={"reply": words, "delay_ms": 50})
+    page.goto("/")
+    expect()(page.locator("#feed-status")).to_have_attribute("data-state", "live")
+    light = page.locator('tr[data-agent="worker-bee"] .light')
+    expect()(light).to_have_class(re.compile("state-idle"))
+    worker = stream_in_background(gaia_server, api_key, "worker-bee", "buzz", "bee")
+    expect()(light).to_have_class(re.compile("state-processing"), timeout=10_000)
+    active = page.locator("#thread-rows tr", has_text="buzz")
+    expect()(active).to_be_visible()  # thread_created, live
+    expect()(page.locator('[data-stat="active_threads"]')).to_have_text("1")
+    screenshot(page, "dashboard-busy")
+    worker.join(30)
+    expect()(light).to_have_class(re.compile("state-idle"), timeout=10_000)
+    expect()(active).to_have_count(0, timeout=10_000)  # no longer active
+    expect()(page.locator('[data-stat="active_threads"]')).to_have_text("0")
+
+
+def test_feed_goes_offline_then_reconnects_and_resyncs(page, gaia_server, gaia_server_factory,
+                                                       echo_agent, api_key, monkeypatch):
+    import tests.conftest as root_conftest
+
+    # the session cookie is the host's, whatever the port; with the same secret key the other
+    # server accepts it
+    secret = (gaia_server.log_path.parent / "secret_key").read_text().strip()
+    other = gaia_server_factory(SECRET_KEY=secret)
+    first = chat(gaia_server, api_key, "echo", "before the outage", session="outage")
+    thread = first.headers["x-gaia-thread-id"]
+    page.goto(f"{other.url}/threads/{thread}/")
+    status = page.locator("#feed-status")
+    expect()(status).to_have_attribute("data-state", "live")
+    other.stop()
+    expect()(status).to_have_attribute("data-state", "offline", timeout=10_000)
+    expect()(status).to_have_text(re.compile("offline"))
+    # stored while the page is offline: no event will ever tell it
+    chat(gaia_server, api_key, "echo", "during the outage", session="outage", history=[
+        {"role": "user", "content": "before the outage"},
+        {"role": "assistant", "content": "before the outage"}])
+    port = int(other.url.rsplit(":", 1)[1])
+    monkeypatch.setattr(root_conftest, "free_port", lambda: port)
+    gaia_server_factory(SECRET_KEY=secret)  # the same address again
+    expect()(status).to_have_attribute("data-state", "live", timeout=20_000)
+    expect()(page.locator("article[data-message-id]")).to_have_count(4, timeout=10_000)
+    expect()(page.locator("article.role-assistant[data-message-id] .body").last).to_have_text(
+        "during the outage")
+    assert page.evaluate("window.gaiaFeed.lastResync") == "reconnect"
+
+
+def test_a_lost_event_makes_the_page_resync(page, gaia_server, echo_agent, api_key):
+    first = chat(gaia_server, api_key, "echo", "one", session="gap")
+    dropped: list[str] = []
+
+    def lose_one_user_message(ws):
+        server = ws.connect_to_server()
+
+        def from_server(message):
+            if not dropped and '"event": "message"' in message and '"role": "user"' in message:
+                dropped.append(message)  # lost on the way: the next event's seq skips one
+                return
+            ws.send(message)
+
+        server.on_message(from_server)
+
+    page.route_web_socket(re.compile(r"/ws$"), lose_one_user_message)
+    page.goto(f"/threads/{first.headers['x-gaia-thread-id']}/")
+    expect()(page.locator("#feed-status")).to_have_attribute("data-state", "live")
+    page.wait_for_function("window.gaiaFeed.lastResync === 'connect'")  # the first one is done
+    chat(gaia_server, api_key, "echo", "two", session="gap", history=[
+        {"role": "user", "content": "one"}, {"role": "assistant", "content": "one"}])
+    expect()(page.locator("article[data-message-id]")).to_have_count(4, timeout=10_000)
+    assert len(dropped) == 1
+    assert '"two"' in dropped[0]
+    expect()(page.locator("article.role-user .body").last).to_have_text("two")
+    assert page.evaluate("window.gaiaFeed.lastResync") == "gap"
