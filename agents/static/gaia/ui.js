@@ -439,7 +439,9 @@
 
   function toolsText(tools) {
     if (!tools || typeof tools !== "object") return String(tools || "");
-    return Object.keys(tools).map(function (role) { return role + ": " + tools[role]; }).join(", ");
+    var order = ["search", "extract", "triple", "reason"];
+    return Object.keys(tools).sort(function (a, b) { return order.indexOf(a) - order.indexOf(b); })
+      .map(function (role) { return role + ": " + tools[role]; }).join(", ");
   }
 
   function artifactUrl(name) {
