@@ -188,6 +188,8 @@ class Thread(models.Model):
         indexes = [
             models.Index(fields=["session_key", "history_digest"], name="thread_session_digest"),
             models.Index(fields=["session_key", "-updated_at"], name="thread_session_recent"),
+            # Which threads of an agent hold a live lease (its state, for operators).
+            models.Index(fields=["agent", "lock_expires_at"], name="thread_agent_lease"),
         ]
 
     def __str__(self) -> str:

@@ -446,6 +446,8 @@ class TurnStart:
     next_seq: int  # the reply's position in the thread
     client: str = "anonymous"  # who speaks for the client (selectors.client_label)
     message_ids: tuple[int, ...] = ()  # the ids of the messages this turn stored
+    agent_id: int = 0
+    agent_slug: str = ""
 
 
 def thread_turn_begin(
@@ -535,7 +537,7 @@ def thread_turn_begin(
             _announce_turn_begin(agent=agent, client=client, thread=new, rows=rows,
                                  created=True)
             return TurnStart(new.pk, token, incoming, chain[-1], len(incoming), client,
-                             tuple(r.pk for r in rows))
+                             tuple(r.pk for r in rows), agent.pk, agent.slug)
 
         if thread is None or forked:
             return create(thread)
@@ -580,7 +582,7 @@ def thread_turn_begin(
         _announce_turn_begin(agent=agent, client=client, thread=thread, rows=rows,
                              created=False)
     return TurnStart(thread.pk, token, history, new_chain[-1], count, client,
-                     tuple(r.pk for r in rows))
+                     tuple(r.pk for r in rows), agent.pk, agent.slug)
 
 
 def _announce_turn_begin(*, agent: Agent, client: str, thread: Thread, rows: list[Message],
@@ -680,25 +682,22 @@ def thread_turn_finish(
         row.ttft_ms = result.ttft_ms
         row.response_id = result.response_id
         row.save(force_insert=True)
-        _announce_turn_finish(start=start, result=result, row=row, now=now)
+        _announce_turn_finish(start=start, result=result, row=row, now=now,
+                              message_count=update["message_count"])
 
 
 def _announce_turn_finish(*, start: TurnStart, result: TurnResult, row: Message,
-                          now: Any) -> None:
+                          now: Any, message_count: int) -> None:
     """The feed hears of the reply, the thread's new status, any error and whether the agent
     is still at work (another thread of its may hold a lease, in any process)."""
-    thread = Thread.objects.filter(pk=start.thread_id).values(
-        "agent_id", "agent__slug", "message_count").first()
-    if thread is None:
-        return
-    slug = thread["agent__slug"]
-    busy = (Thread.objects.filter(agent_id=thread["agent_id"], lock_expires_at__gt=now)
+    slug = start.agent_slug
+    busy = (Thread.objects.filter(agent_id=start.agent_id, lock_expires_at__gt=now)
             .exclude(pk=start.thread_id).values_list("pk", flat=True).first())
     events = [
         realtime.event("message", message=selectors.message_public(
             row, agent=slug, client=start.client)),
         realtime.event("thread_updated", thread_id=str(start.thread_id), status=result.status,
-                       message_count=thread["message_count"],
+                       message_count=message_count,
                        last_activity=selectors.iso(now), error=result.error or None),
     ]
     if result.error:
@@ -707,6 +706,6 @@ def _announce_turn_finish(*, start: TurnStart, result: TurnResult, row: Message,
     events.append(realtime.event(
         "agent_state", agent=slug, state="processing" if busy else "idle",
         current_thread=str(busy) if busy else None,
-        queue_depth=selectors.queue_depth(agent_id=thread["agent_id"])))
+        queue_depth=selectors.queue_depth(agent_id=start.agent_id)))
     for e in events:
         realtime.send_event_on_commit(e)

@@ -16,4 +16,8 @@ class Migration(migrations.Migration):
                 "resumes it; turns in flight finish.",
             ),
         ),
+        migrations.AddIndex(
+            model_name="thread",
+            index=models.Index(fields=["agent", "lock_expires_at"], name="thread_agent_lease"),
+        ),
     ]
