@@ -687,6 +687,8 @@
     if (evt.change === "paused" || evt.change === "resumed") {
       applyAgentState({ agent: evt.agent, state: evt.change === "paused" ? "paused" : "idle", queue_depth: 0 });
       if (PAGE === "agent" && body.dataset.agent === evt.agent) agentPaused(evt.change === "paused");
+    } else {
+      resyncAgents();  // created, updated or deleted: the list itself changed
     }
   });
   feed.on("thread_created", threadCreated);
@@ -706,18 +708,21 @@
     feed.on(name, runEvent);
   });
 
+  function resyncAgents() {
+    if (PAGE !== "dashboard" && PAGE !== "agents" && PAGE !== "agent") return;
+    api("GET", "agents").then(function (data) {
+      var agents = listOf(data, "agents");
+      if (PAGE === "agent") agents.filter(function (a) { return (a.slug || a.name) === body.dataset.agent; }).forEach(function (a) {
+        applyAgentState({ agent: a.slug || a.name, state: a.state, queue_depth: a.queue_depth, current_thread: a.current_thread });
+        agentPaused(!!a.paused);
+      });
+      else replaceAgents(agents);
+    }).catch(function () {});
+  }
+
   feed.onResync(function () {
     if (PAGE === "thread") resyncThread();
-    if (PAGE === "dashboard" || PAGE === "agents" || PAGE === "agent") {
-      api("GET", "agents").then(function (data) {
-        var agents = listOf(data, "agents");
-        if (PAGE === "agent") agents.filter(function (a) { return (a.slug || a.name) === body.dataset.agent; }).forEach(function (a) {
-          applyAgentState({ agent: a.slug || a.name, state: a.state, queue_depth: a.queue_depth, current_thread: a.current_thread });
-          agentPaused(!!a.paused);
-        });
-        else replaceAgents(agents);
-      }).catch(function () {});
-    }
+    resyncAgents();
     if (PAGE === "dashboard") {
       scheduleOrganism();
       api("GET", "threads?status=active&limit=20").then(function (data) {
