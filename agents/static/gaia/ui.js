@@ -346,7 +346,8 @@
       var box = q("#messages");
       var streaming = qa("article.streaming", box);
       box.replaceChildren.apply(box, messages.map(messageNode));
-      if (t.status === "active") streaming.forEach(function (n) {
+      // A reply still growing stays (the thread read may predate its turn) unless it is stored.
+      streaming.forEach(function (n) {
         if (!q("article" + attrSel("data-response-id", n.dataset.responseId) + "[data-message-id]", box)) box.appendChild(n);
       });
       threadUpdated({ thread_id: t.id, status: t.status, message_count: t.message_count,
