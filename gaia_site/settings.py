@@ -51,6 +51,7 @@ INSTALLED_APPS = [
     "corsheaders",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "channels",
     "agents",
     "openai_api",
@@ -186,6 +187,22 @@ CORS_EXPOSE_HEADERS = ["x-gaia-thread-id", "retry-after"]
 
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # The operator API (agents/apis.py) speaks JSON only: no browsable HTML, no form posts.
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "EXCEPTION_HANDLER": "agents.apis.api_exception_handler",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Gaia operator API",
+    "DESCRIPTION": "Watch and control the agents (reference 003). Authenticate with an API key "
+    "that has the 'operator' scope, or a staff session.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SCHEMA_PATH_PREFIX": "/api/v1",
+    # Swagger UI and Redoc from our own static files (drf-spectacular-sidecar), no CDN.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
 
 # Gaia behaviour.
