@@ -446,6 +446,7 @@ class TurnStart:
     next_seq: int  # the reply's position in the thread
     client: str = "anonymous"  # who speaks for the client (selectors.client_label)
     message_ids: tuple[int, ...] = ()  # the ids of the messages this turn stored
+    found: str = "new"  # how: new, forked, continued (history matched), stateful (log line)
 
 
 def thread_turn_begin(
@@ -535,7 +536,7 @@ def thread_turn_begin(
             _announce_turn_begin(agent=agent, client=client, thread=new, rows=rows,
                                  created=True)
             return TurnStart(new.pk, token, incoming, chain[-1], len(incoming), client,
-                             tuple(r.pk for r in rows))
+                             tuple(r.pk for r in rows), "forked" if parent else "new")
 
         if thread is None or forked:
             return create(thread)
@@ -580,7 +581,7 @@ def thread_turn_begin(
         _announce_turn_begin(agent=agent, client=client, thread=thread, rows=rows,
                              created=False)
     return TurnStart(thread.pk, token, history, new_chain[-1], count, client,
-                     tuple(r.pk for r in rows))
+                     tuple(r.pk for r in rows), "stateful" if stateful else "continued")
 
 
 def _announce_turn_begin(*, agent: Agent, client: str, thread: Thread, rows: list[Message],

@@ -218,11 +218,23 @@ GAIA_DB_THREADS = env.int("GAIA_DB_THREADS", default=4)  # PostgreSQL; SQLite us
 GAIA_LOCAL_MODEL_PATH = env.str("GAIA_LOCAL_MODEL_PATH", default="")
 GAIA_ORGANISM_NAME = env.str("GAIA_ORGANISM_NAME", default="gaia")
 
+# Gaia's logs (one gaia.access line per /v1 and /api request among them): plain text, or one
+# JSON object per line whose fields a log pipeline can index.
+GAIA_LOG_FORMAT = env.str("GAIA_LOG_FORMAT", default="plain")
+if GAIA_LOG_FORMAT not in ("plain", "json"):
+    raise ValueError(f"GAIA_LOG_FORMAT must be plain or json, not {GAIA_LOG_FORMAT!r}")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
+        "json": {
+            "()": "pythonjsonlogger.json.JsonFormatter",
+            "fmt": "%(asctime)s %(levelname)s %(name)s %(message)s",
+            "rename_fields": {"asctime": "time", "levelname": "level", "name": "logger"},
+        },
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": GAIA_LOG_FORMAT}},
     "loggers": {
         "gaia": {
             "handlers": ["console"],
