@@ -31,6 +31,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema, extend_schema_serializer, inline_serializer
 from rest_framework import exceptions, serializers, status
 from rest_framework.authentication import BaseAuthentication, SessionAuthentication
+from rest_framework.negotiation import BaseContentNegotiation, DefaultContentNegotiation
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
@@ -141,6 +142,18 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
     return response
 
 
+class JsonOnly(BaseContentNegotiation):
+    """JSON whatever the client's ``Accept`` says (a browser's ``text/html`` included): the
+    operator API has no other representation, and a 406 helps nobody."""
+
+    def select_parser(self, request: Request, parsers: list[Any]) -> Any:
+        return DefaultContentNegotiation().select_parser(request, parsers)
+
+    def select_renderer(self, request: Request, renderers: list[Any],
+                        format_suffix: str | None = None) -> tuple[Any, str]:
+        return renderers[0], renderers[0].media_type
+
+
 class Pagination(LimitOffsetPagination):
     default_limit = 50
     max_limit = 200
@@ -154,6 +167,7 @@ class PaginationFilter(serializers.Serializer):
 
 
 class OperatorApi(APIView):
+    content_negotiation_class = JsonOnly
     authentication_classes = [OperatorKeyAuthentication, StaffSessionAuthentication]
     permission_classes = [IsOperator]
 
@@ -514,6 +528,7 @@ class ApiNotFoundApi(APIView):
 
     authentication_classes: list[Any] = []
     permission_classes: list[Any] = []
+    content_negotiation_class = JsonOnly
 
     @extend_schema(exclude=True)
     def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
