@@ -462,3 +462,18 @@ def test_docs_use_our_static_files_only(client, path):
     assert "/static/drf_spectacular_sidecar/" in html
     for cdn in ("cdn.", "unpkg", "jsdelivr", "googleapis", "http://", "https://"):
         assert cdn not in html, cdn
+
+
+def test_lists_take_a_constant_number_of_queries(ops, echo_agent, make_thread, make_key,
+                                                 django_assert_max_num_queries):
+    key, _ = make_key("owner")
+    for i in range(12):
+        make_thread(echo_agent, f"t{i}", api_key=key if i % 2 else None)
+    # auth (key, last use), count, page; no query per row
+    with django_assert_max_num_queries(6):
+        assert len(ops.get(f"{API}/threads").json()["results"]) == 12
+    with django_assert_max_num_queries(6):
+        assert len(ops.get(f"{API}/messages").json()["results"]) == 24
+    tid = make_thread(echo_agent, "detail")
+    with django_assert_max_num_queries(6):
+        assert len(ops.get(f"{API}/threads/{tid}").json()["messages"]) == 2
