@@ -10,6 +10,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from django.conf import settings
 from django.db import connection
@@ -420,13 +421,25 @@ def _options_sanitised(options: Any) -> Any:
     return out
 
 
+def _url_sanitised(url: str) -> str | None:
+    """``url`` without the password it may carry (``https://user:secret@host/v1``)."""
+    if not url:
+        return None
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = f"{parts.username}:{REDACTED}@{parts.hostname}" + (
+        f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
 def provider_config(provider: Provider) -> dict[str, Any]:
     """A provider as operators see it: never its secret (``has_credentials`` says whether it
     has one, ``api_key_env`` names the variable, not its value)."""
     return {
         "name": provider.name,
         "kind": provider.kind,
-        "base_url": provider.base_url or None,
+        "base_url": _url_sanitised(provider.base_url),
         "api_key_env": provider.api_key_env or None,
         "has_credentials": provider.has_credentials,
         "default_model": provider.default_model,

@@ -123,7 +123,8 @@ SECRET = "sk-live-this-must-never-leak-123"
 @pytest.fixture
 def secret_provider(make_provider, make_agent):
     provider = make_provider(name="vault", kind=Provider.Kind.OPENAI,
-                             base_url="https://llm.example/v1", api_key_secret=SECRET,
+                             base_url=f"https://bot:{SECRET}-url@llm.example:8443/v1",
+                             api_key_secret=SECRET,
                              options={"extra_headers": {"X-Org-Token": SECRET + "-hdr"},
                                       "api_token": SECRET + "-opt", "n_ctx": 4096})
     make_agent(slug="guarded", provider=provider)
@@ -137,6 +138,7 @@ def test_organism_config_lists_everything_and_no_secret(ops, secret_provider, ec
     body = r.json()
     vault = next(p for p in body["providers"] if p["name"] == "vault")
     assert vault["has_credentials"] is True
+    assert vault["base_url"] == "https://bot:[redacted]@llm.example:8443/v1"
     assert "api_key_secret" not in vault
     assert vault["options"] == {"extra_headers": {"X-Org-Token": "[redacted]"},
                                 "api_token": "[redacted]", "n_ctx": 4096}
