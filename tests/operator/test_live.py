@@ -285,3 +285,43 @@ def test_docs_load_only_our_static_files(gaia_server, page):
     assert re.search(r"/static/drf_spectacular_sidecar/(swagger-ui-dist|redoc)/", html)
     schema = httpx.get(f"{gaia_server.url}/api/schema", params={"format": "json"}).json()
     assert "/api/v1/inject" in schema["paths"]
+
+
+def test_a_stream_the_client_leaves_still_gets_its_access_line(gaia_server, slow_agent, keys):
+    body = {"model": "slow", "stream": True, "messages": [{"role": "user", "content": "bye"}]}
+    with httpx.stream("POST", f"{gaia_server.v1}/chat/completions", json=body, timeout=30,
+                      headers={"Authorization": f"Bearer {keys['chat']}"}) as r:
+        thread_id = r.headers["x-gaia-thread-id"]
+        for line in r.iter_lines():
+            if line.startswith("data: "):
+                break  # leave after the first frame
+    line = wait_for(lambda: next((x for x in access_lines(gaia_server.log())
+                                  if f"thread_id={thread_id}" in x), None),
+                    what="the access line of the abandoned stream")
+    assert "POST /v1/chat/completions 200" in line
+    assert "agent=slow" in line
+    reply = wait_for(lambda: Message.objects.filter(thread_id=thread_id,
+                                                    role="assistant").first(),
+                     what="the partial reply")
+    assert reply.finish_reason == "client_disconnected"
+
+
+def test_kill_answers_a_waiting_json_request_with_403(gaia_server, slow_agent, keys):
+    result: dict[str, httpx.Response] = {}
+    worker = threading.Thread(target=lambda: result.setdefault(
+        "r", chat(gaia_server, keys["chat"], "slow", "json and slow")), daemon=True)
+    worker.start()
+    thread = wait_for(lambda: Thread.objects.filter(agent__slug="slow",
+                                                    lock_expires_at__isnull=False).first(),
+                      what="the running turn")
+    time.sleep(0.5)  # a few tokens in
+    assert ops_post(gaia_server, keys["operator"], f"threads/{thread.pk}/kill").json()[
+        "was_running"] is True
+    worker.join(10)
+    r = result["r"]
+    assert r.status_code == 403
+    assert r.json()["error"]["code"] == "turn_killed"
+    reply = wait_for(lambda: Message.objects.filter(thread=thread, role="assistant").first(),
+                     what="the partial reply")
+    assert reply.finish_reason == "killed"
+    assert SLOW_REPLY.startswith(reply.content)
