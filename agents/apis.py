@@ -133,7 +133,8 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
         first = messages[0] if isinstance(messages, list) and messages else messages
         if isinstance(first, dict):  # a nested serializer's error
             inner, inner_messages = next(iter(first.items()))
-            field, first = f"{field}.{inner}", inner_messages[0]
+            field = f"{field}.{inner}"
+            first = inner_messages[0] if isinstance(inner_messages, list) else inner_messages
         response.data = {"detail": f"{field}: {first}", "code": "invalid", "param": field,
                          "errors": errors}
     else:

@@ -432,6 +432,17 @@ def test_json_whatever_accept_says(ops, echo_agent):
     assert_error(APIClient().get("/api/v1/nope", HTTP_ACCEPT="text/html"), 404, "unknown_route")
 
 
+def test_an_unexpected_failure_is_a_json_500_without_details(ops, monkeypatch):
+    def broken():
+        raise RuntimeError("database exploded: password=hunter2")
+
+    monkeypatch.setattr(selectors, "organism_info", broken)
+    r = ops.get(f"{API}/organism")
+    body = assert_error(r, 500, "internal_error")
+    assert "hunter2" not in r.content.decode()
+    assert "Traceback" not in body["detail"]
+
+
 def test_wrong_method_is_405(ops):
     assert_error(ops.delete(f"{API}/agents"), 405, "method_not_allowed")
     assert_error(ops.get(f"{API}/inject"), 405, "method_not_allowed")
