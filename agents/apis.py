@@ -40,7 +40,13 @@ from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from agents import runtime, selectors, services
-from agents.exceptions import AgentPaused, GaiaError, InvalidRequest, PayloadTooLarge
+from agents.exceptions import (
+    AgentPaused,
+    GaiaError,
+    InvalidRequest,
+    PayloadTooLarge,
+    PermissionDenied,
+)
 from agents.models import Agent, ApiKey, Message, Thread
 
 log = logging.getLogger("gaia.api")
@@ -412,7 +418,8 @@ class InjectApi(OperatorApi):
     before the answer; the agent's reply is produced in the background (on the feed, and in
     ``GET /threads/{id}`` once stored). ``payload``: a string, or an object with ``text`` (or
     ``content``) holding one. A ``thread_id`` continues that thread (its agent must be
-    ``to``); 409 if a turn is running on it."""
+    ``to``); 409 if a turn is running on it. A key limited to some agents may only inject
+    into those (403)."""
 
     @extend_schema_serializer(component_name="Inject")
     class InputSerializer(serializers.Serializer):
@@ -443,6 +450,10 @@ class InjectApi(OperatorApi):
         agent = selectors.agent_get(slug=data["to"])
         note(request, agent=agent.slug)
         api_key = request.auth if isinstance(request.auth, ApiKey) else None
+        allowed = getattr(api_key, "allowed_agent_ids", None)
+        if allowed and agent.pk not in allowed:
+            raise PermissionDenied(f"This API key may not talk to the agent '{agent.slug}'.",
+                                   param="to", code="agent_not_allowed")
         user = None if api_key is not None else request.user.get_username()
         thread_id = data.get("thread_id")
         if thread_id is not None:

@@ -386,6 +386,16 @@ def test_inject_rejects_bad_input_naming_the_field(ops, echo_agent, body, param)
     assert Message.objects.count() == 0
 
 
+def test_inject_respects_the_keys_agent_list(echo_agent, make_agent, make_key):
+    make_agent(slug="allowed")
+    _, secret = make_key("narrow", scopes=["operator"], agents=[Agent.objects.get(slug="allowed")])
+    client = APIClient()
+    client.credentials(HTTP_X_API_KEY=secret)
+    r = client.post(f"{API}/inject", {"to": "echo", "payload": "x"}, format="json")
+    assert_error(r, 403, "agent_not_allowed", "to")
+    assert Message.objects.count() == 0
+
+
 def test_inject_refusals(ops, echo_agent, make_agent, make_thread):
     assert_error(ops.post(f"{API}/inject", {"to": "nobody", "payload": "x"}, format="json"),
                  404, "agent_not_found")
