@@ -61,6 +61,8 @@ class ProviderAdmin(admin.ModelAdmin):
 def enable_agents(modeladmin: Any, request: HttpRequest, queryset: Any) -> None:
     count = queryset.update(enabled=True)
     services.config_changed()
+    for agent in queryset:
+        services.agent_changed_announce(agent=agent, change="updated")
     modeladmin.message_user(request, f"Enabled {count} agent(s).")
 
 
@@ -68,24 +70,46 @@ def enable_agents(modeladmin: Any, request: HttpRequest, queryset: Any) -> None:
 def disable_agents(modeladmin: Any, request: HttpRequest, queryset: Any) -> None:
     count = queryset.update(enabled=False)
     services.config_changed()
+    for agent in queryset:
+        services.agent_changed_announce(agent=agent, change="updated")
     modeladmin.message_user(request, f"Disabled {count} agent(s).")
 
 
 @admin.register(Agent)
 class AgentAdmin(admin.ModelAdmin):
     list_display = ["slug", "display_name", "provider", "model_name", "tool", "enabled",
-                    "updated_at"]
-    list_filter = ["enabled", "provider", "provider__kind", "tool"]
+                    "paused", "updated_at"]
+    list_filter = ["enabled", "paused", "provider", "provider__kind", "tool"]
     search_fields = ["slug", "display_name", "description", "instructions"]
     actions = [enable_agents, disable_agents]
     readonly_fields = ["models_preview", "created_at", "updated_at"]
     fieldsets = [
-        (None, {"fields": ["slug", "display_name", "description", "enabled"]}),
+        (None, {"fields": ["slug", "display_name", "description", "enabled", "paused"]}),
         ("Behaviour", {"fields": ["instructions", "provider", "upstream_model", "tool"]}),
         ("Generation", {"fields": ["temperature", "top_p", "max_input_tokens",
                                    "max_output_tokens"]}),
         ("As clients see it", {"fields": ["models_preview", "created_at", "updated_at"]}),
     ]
+
+    def save_model(self, request: HttpRequest, obj: Agent, form: Any, change: bool) -> None:
+        """Save, then tell the operator feed (after the admin's transaction commits). A
+        change of ``paused`` goes through the pause service, as the operator API's does."""
+        paused_changed = change and "paused" in form.changed_data
+        super().save_model(request, obj, form, change)
+        if paused_changed:
+            services.agent_set_paused(agent=obj, paused=obj.paused)
+        else:
+            services.agent_changed_announce(agent=obj, change="updated" if change else "created")
+
+    def delete_model(self, request: HttpRequest, obj: Agent) -> None:
+        super().delete_model(request, obj)
+        services.agent_changed_announce(agent=obj, change="deleted")
+
+    def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
+        agents = list(queryset)
+        super().delete_queryset(request, queryset)
+        for agent in agents:
+            services.agent_changed_announce(agent=agent, change="deleted")
 
     @admin.display(description="GET /v1/models entry")
     def models_preview(self, obj: Agent) -> str:

@@ -277,6 +277,21 @@ class Turn:
         assert self._start is not None, "the turn's thread is known once first() returned"
         return self._start.thread_id
 
+    def log_facts(self) -> dict[str, Any]:
+        """What a request's log line says of its turn: agent, thread, how the thread was
+        found (``new|forked|continued|stateful`` / the session's source), TTFT, tokens."""
+        start, spec, result = self._start, self.spec, self.result
+        source = ("thread-id" if spec.thread_id else
+                  spec.session_key.split(":", 1)[0] if spec.session_key else "hash")
+        return {
+            "agent": self.agent.slug,
+            "thread_id": str(start.thread_id) if start is not None else None,
+            "thread_found": f"{start.found}/{source}" if start is not None else None,
+            "ttft_ms": result.ttft_ms,
+            "input_tokens": result.input_tokens if self._closed else None,
+            "output_tokens": result.output_tokens if self._closed else None,
+        }
+
     def reply_headers(self) -> dict[str, str]:
         return {"X-Gaia-Thread-Id": str(self.thread_id)}
 

@@ -448,6 +448,7 @@ class TurnStart:
     message_ids: tuple[int, ...] = ()  # the ids of the messages this turn stored
     agent_id: int = 0
     agent_slug: str = ""
+    found: str = "new"  # how: new, forked, continued (history matched), stateful (log line)
 
 
 def thread_turn_begin(
@@ -537,7 +538,8 @@ def thread_turn_begin(
             _announce_turn_begin(agent=agent, client=client, thread=new, rows=rows,
                                  created=True)
             return TurnStart(new.pk, token, incoming, chain[-1], len(incoming), client,
-                             tuple(r.pk for r in rows), agent.pk, agent.slug)
+                             message_ids=tuple(r.pk for r in rows), agent_id=agent.pk,
+                             agent_slug=agent.slug, found="forked" if parent else "new")
 
         if thread is None or forked:
             return create(thread)
@@ -582,7 +584,8 @@ def thread_turn_begin(
         _announce_turn_begin(agent=agent, client=client, thread=thread, rows=rows,
                              created=False)
     return TurnStart(thread.pk, token, history, new_chain[-1], count, client,
-                     tuple(r.pk for r in rows), agent.pk, agent.slug)
+                     message_ids=tuple(r.pk for r in rows), agent_id=agent.pk,
+                     agent_slug=agent.slug, found="stateful" if stateful else "continued")
 
 
 def _announce_turn_begin(*, agent: Agent, client: str, thread: Thread, rows: list[Message],

@@ -18,7 +18,7 @@ from django.contrib.auth.decorators import user_passes_test
 from django.contrib.auth.forms import AuthenticationForm
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import render
 from django.urls import reverse_lazy
 
 from agents import selectors
@@ -75,13 +75,16 @@ def agent_list(request: HttpRequest) -> HttpResponse:
 
 @staff_required
 def agent_detail(request: HttpRequest, slug: str) -> HttpResponse:
-    agent = get_object_or_404(Agent.objects.select_related("provider"), slug=slug)
-    state = selectors.agent_list_public(slug=slug)[0]
-    threads = selectors.thread_list_filtered(agent=slug)[:20]
+    try:
+        agent = selectors.agent_get(slug=slug)
+    except NotFound as exc:
+        raise Http404(exc.message) from exc
+    state = selectors.agent_public_get(slug=slug)
+    threads = selectors.thread_list(agent=slug)[:20]
     return render(request, "ui/agent.html", {
         "page": "agent",
         "agent": state,
-        "config": selectors.agent_config_public(agent),
+        "config": selectors.agent_config(agent),
         "threads": [_thread_row(t) for t in threads],
         "admin_url": f"/admin/agents/agent/{agent.pk}/change/",
     })
@@ -98,7 +101,7 @@ class ThreadFilterForm(forms.Form):
 def thread_list(request: HttpRequest) -> HttpResponse:
     form = ThreadFilterForm(request.GET or None)
     filters = form.cleaned_data if form.is_valid() else {}
-    threads = selectors.thread_list_filtered(
+    threads = selectors.thread_list(
         status=filters.get("status") or None, agent=filters.get("agent") or None,
         q=filters.get("q") or None)
     page = Paginator(threads, THREADS_PER_PAGE).get_page(request.GET.get("page"))
@@ -117,16 +120,17 @@ def thread_list(request: HttpRequest) -> HttpResponse:
 @staff_required
 def thread_detail(request: HttpRequest, thread_id: str) -> HttpResponse:
     try:
-        thread = selectors.thread_detail_public(thread_id)
+        thread = selectors.thread_get(thread_id=thread_id)
     except NotFound as exc:
         raise Http404(exc.message) from exc
-    return render(request, "ui/thread.html", {"page": "thread", "thread": thread})
+    shown = selectors.thread_public_row(thread)
+    shown["messages"] = [selectors.message_public_row(m) for m in
+                         selectors.message_list(thread_id=thread.pk, newest_first=False)]
+    return render(request, "ui/thread.html", {"page": "thread", "thread": shown})
 
 
 def _thread_row(thread: Thread) -> dict[str, Any]:
-    return selectors.thread_public(
-        thread, agent=thread.agent.slug,
-        client=selectors.client_label(user=thread.user, api_key=thread.api_key))
+    return selectors.thread_public_row(thread)
 
 
 # Benchmark runs: the pages are filled from /api/v1/benchmarks/ by static/gaia/runs.js.

@@ -51,6 +51,7 @@ INSTALLED_APPS = [
     "corsheaders",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "channels",
     "agents",
     "openai_api",
@@ -186,6 +187,22 @@ CORS_EXPOSE_HEADERS = ["x-gaia-thread-id", "retry-after"]
 
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # The operator API (agents/apis.py) speaks JSON only: no browsable HTML, no form posts.
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "EXCEPTION_HANDLER": "agents.apis.api_exception_handler",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Gaia operator API",
+    "DESCRIPTION": "Watch and control the agents (reference 003). Authenticate with an API key "
+    "that has the 'operator' scope, or a staff session.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SCHEMA_PATH_PREFIX": "/api/v1",
+    # Swagger UI and Redoc from our own static files (drf-spectacular-sidecar), no CDN.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
 
 # Gaia behaviour.
@@ -201,11 +218,23 @@ GAIA_DB_THREADS = env.int("GAIA_DB_THREADS", default=4)  # PostgreSQL; SQLite us
 GAIA_LOCAL_MODEL_PATH = env.str("GAIA_LOCAL_MODEL_PATH", default="")
 GAIA_ORGANISM_NAME = env.str("GAIA_ORGANISM_NAME", default="gaia")
 
+# Gaia's logs (one gaia.access line per /v1 and /api request among them): plain text, or one
+# JSON object per line whose fields a log pipeline can index.
+GAIA_LOG_FORMAT = env.str("GAIA_LOG_FORMAT", default="plain")
+if GAIA_LOG_FORMAT not in ("plain", "json"):
+    raise ValueError(f"GAIA_LOG_FORMAT must be plain or json, not {GAIA_LOG_FORMAT!r}")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
+        "json": {
+            "()": "pythonjsonlogger.json.JsonFormatter",
+            "fmt": "%(asctime)s %(levelname)s %(name)s %(message)s",
+            "rename_fields": {"asctime": "time", "levelname": "level", "name": "logger"},
+        },
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": GAIA_LOG_FORMAT}},
     "loggers": {
         "gaia": {
             "handlers": ["console"],

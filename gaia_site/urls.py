@@ -1,11 +1,22 @@
 from django.contrib import admin
-from django.urls import include, path
+from django.urls import include, path, re_path
+from drf_spectacular.views import (
+    SpectacularAPIView,
+    SpectacularRedocView,
+    SpectacularSwaggerView,
+)
 
+from agents.apis import ApiNotFoundApi
 from openai_api.apis import HealthApi
 
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("health", HealthApi.as_view(), name="health"),
     path("v1/", include("openai_api.urls")),
+    path("api/v1/", include("agents.urls")),
+    path("api/schema", SpectacularAPIView.as_view(), name="api-schema"),
+    path("api/docs", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("api/redoc", SpectacularRedocView.as_view(url_name="api-schema"), name="api-redoc"),
+    re_path(r"^api(/.*)?$", ApiNotFoundApi.as_view()),
     path("", include("agents.urls_ui")),  # the operator pages; keep last
 ]

@@ -178,6 +178,7 @@ class ChatCompletionCreateApi(V1View):
             response_id=response_id, thread_id=thread_id, session_key=session_key,
             user=req.user, workspace_root=extract_workspace_root(canonical.messages),
         ))
+        request.gaia_turn = turn  # for the request's log line (ApiEdgeMiddleware)
         await turn.open()
         keepalive = settings.GAIA_KEEPALIVE_SECONDS
         if not req.stream:
@@ -323,6 +324,7 @@ class ResponseCreateApi(V1View):
             response_id=response_id, thread_id=thread_id, session_key=session_key,
             user=canonical.user, workspace_root=extract_workspace_root(canonical.messages),
         ))
+        request.gaia_turn = turn  # for the request's log line (ApiEdgeMiddleware)
         await _open_turn(turn, images_param="input")
         keepalive = settings.GAIA_KEEPALIVE_SECONDS
         echo = responses.echo_fields(req)
@@ -392,6 +394,7 @@ class MessageCreateApi(V1View):
             response_id=message_id, thread_id=thread_id, session_key=session_key,
             user=canonical.user, workspace_root=extract_workspace_root(canonical.messages),
         ))
+        request.gaia_turn = turn  # for the request's log line (ApiEdgeMiddleware)
         await _open_turn(turn, images_param="messages")
         keepalive = settings.GAIA_KEEPALIVE_SECONDS
         if not req.stream:

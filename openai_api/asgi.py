@@ -34,8 +34,10 @@ class BodyLimit:
                     length = None
             elif name == b"anthropic-version":
                 anthropic = True
+        dialect = ("operator" if scope.get("path", "").startswith("/api/") else
+                   "anthropic" if anthropic else "openai")
         if length is not None and length > limit:
-            await _too_large(send, limit, anthropic)
+            await _too_large(send, limit, dialect)
             return
         seen = 0
 
@@ -51,16 +53,18 @@ class BodyLimit:
         try:
             await self.app(scope, guarded_receive, send)
         except _TooLarge:
-            await _too_large(send, limit, anthropic)
+            await _too_large(send, limit, dialect)
 
 
 class _TooLarge(Exception):
     pass
 
 
-async def _too_large(send: Any, limit: int, anthropic: bool) -> None:
+async def _too_large(send: Any, limit: int, dialect: str) -> None:
     message = f"The request body is larger than {limit} bytes."
-    if anthropic:
+    if dialect == "operator":  # the operator API's error body (agents.apis)
+        body: dict[str, Any] = {"detail": message, "code": "request_too_large"}
+    elif dialect == "anthropic":
         body = {"type": "error", "error": {"type": "request_too_large", "message": message}}
     else:
         body = {"error": {"message": message, "type": "invalid_request_error", "param": None,

@@ -1,13 +1,16 @@
-"""Edge middleware for /v1: raw request logging (secrets redacted) in debug mode, and the one
-security header an API needs (the browser middleware does not run on /v1; see asgi.py).
+"""Edge middleware for /v1 and /api: raw request logging (secrets redacted) in debug mode, one
+access line per request (``gaia.access``), and the one security header an API needs (the
+browser middleware does not run on /v1; see asgi.py).
 
-Never reads or wraps a streaming response, so nothing here buffers SSE.
+Never reads or wraps a streaming response, so nothing here buffers SSE: a stream's access line
+is written when Django closes the response, once the whole reply was sent.
 """
 
 from __future__ import annotations
 
 import logging
 import re
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -16,8 +19,10 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 
 log = logging.getLogger("gaia.requests")
+access_log = logging.getLogger("gaia.access")
 
 SECRET_HEADERS = {"authorization", "x-api-key", "cookie", "proxy-authorization"}
+_KEY_PREFIX = re.compile(r"gaia_[0-9a-f]{8}(?=_)")
 _KEY = re.compile(r"(gaia_[0-9a-f]{8})_[A-Za-z0-9_-]+|(sk-[A-Za-z0-9]{4})[A-Za-z0-9_-]+")
 
 
@@ -47,11 +52,62 @@ class ApiEdgeMiddleware:
             markcoroutinefunction(self)
 
     async def __call__(self, request: HttpRequest) -> Any:
-        if settings.GAIA_DEBUG_REQUESTS and request.path.startswith("/v1/"):
+        path = request.path
+        logged = path.startswith(("/v1/", "/api/")) or path == "/api"
+        if logged:
+            started = time.perf_counter()
+            request.gaia_facts = {}  # views add what they know (agents.apis.note)
+        if settings.GAIA_DEBUG_REQUESTS and path.startswith("/v1/"):
             try:
                 log.debug("raw request\n%s", describe_request(request))
             except Exception:  # logging must never fail a request
                 log.debug("raw request (unreadable body) %s %s", request.method, request.path)
         response = await self.get_response(request)
         response.headers.setdefault("X-Content-Type-Options", "nosniff")
+        if logged:
+            if response.streaming:
+                response._resource_closers.append(
+                    lambda: access_line(request, response.status_code, started))
+            else:
+                access_line(request, response.status_code, started)
         return response
+
+
+def _key_prefix(request: HttpRequest) -> str | None:
+    """The visible prefix of the request's Gaia key (never the secret); read from the header,
+    so it costs no query."""
+    auth = request.headers.get("authorization", "")
+    raw = auth[7:].strip() if auth[:7].lower() == "bearer " else request.headers.get(
+        "x-api-key", "")
+    found = _KEY_PREFIX.match(raw)
+    return found.group(0) if found else None
+
+
+def access_line(request: HttpRequest, status: int, started: float) -> None:
+    """One line per /v1 and /api request: method, path, status, key prefix, agent, thread,
+    how the thread was found, TTFT, tokens, duration. Plain ``key=value`` text, or JSON fields
+    with ``GAIA_LOG_FORMAT=json``. Never raises."""
+    try:
+        facts: dict[str, Any] = dict(getattr(request, "gaia_facts", None) or {})
+        turn = getattr(request, "gaia_turn", None)
+        if turn is not None:
+            facts.update(turn.log_facts())
+        fields = {
+            "method": request.method,
+            "path": request.path,
+            "status": status,
+            "key_prefix": facts.get("key") or _key_prefix(request),
+            "user": facts.get("user"),
+            "agent": facts.get("agent"),
+            "thread_id": facts.get("thread_id") or facts.get("thread"),
+            "thread_found": facts.get("thread_found") or facts.get("found"),
+            "ttft_ms": facts.get("ttft_ms"),
+            "input_tokens": facts.get("input_tokens"),
+            "output_tokens": facts.get("output_tokens"),
+            "duration_ms": round((time.perf_counter() - started) * 1000, 1),
+        }
+        text = " ".join(f"{k}={'-' if v is None else v}" for k, v in list(fields.items())[3:])
+        access_log.info("%s %s %s %s", fields["method"], fields["path"], status, text,
+                        extra=fields)
+    except Exception:  # a log line must never fail a request
+        access_log.debug("access line failed", exc_info=True)

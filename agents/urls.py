@@ -1,0 +1,28 @@
+"""``/api/v1``: the operator API (agents/apis.py)."""
+
+from django.urls import path, re_path
+
+from agents import apis
+
+app_name = "operator"
+
+# Agent slugs may hold "/" (SLUG_VALIDATOR), so the agent routes match their suffix first.
+urlpatterns = [
+    path("organism", apis.OrganismApi.as_view(), name="organism"),
+    path("organism/config", apis.OrganismConfigApi.as_view(), name="organism-config"),
+    path("organism/reload", apis.OrganismReloadApi.as_view(), name="organism-reload"),
+    path("agents", apis.AgentListApi.as_view(), name="agent-list"),
+    path("agents/<path:slug>/config", apis.AgentConfigApi.as_view(), name="agent-config"),
+    path("agents/<path:slug>/schema", apis.AgentSchemaApi.as_view(), name="agent-schema"),
+    path("agents/<path:slug>/pause", apis.AgentPauseApi.as_view(), name="agent-pause"),
+    path("agents/<path:slug>/resume", apis.AgentResumeApi.as_view(), name="agent-resume"),
+    path("agents/<path:slug>", apis.AgentDetailApi.as_view(), name="agent-detail"),
+    path("threads", apis.ThreadListApi.as_view(), name="thread-list"),
+    path("threads/<str:thread_id>", apis.ThreadDetailApi.as_view(), name="thread-detail"),
+    path("threads/<str:thread_id>/messages", apis.ThreadMessageListApi.as_view(),
+         name="thread-messages"),
+    path("threads/<str:thread_id>/kill", apis.ThreadKillApi.as_view(), name="thread-kill"),
+    path("messages", apis.MessageListApi.as_view(), name="message-list"),
+    path("inject", apis.InjectApi.as_view(), name="inject"),
+    re_path(r"^.*$", apis.ApiNotFoundApi.as_view()),
+]
