@@ -112,6 +112,7 @@ def thread_list(request: HttpRequest) -> HttpResponse:
         "form": form,
         "threads": [_thread_row(t) for t in page.object_list],
         "page_obj": page,
+        "per_page": THREADS_PER_PAGE,
         "query": query.urlencode(),
         "agents": Agent.objects.order_by("slug").values_list("slug", flat=True),
     })

@@ -72,10 +72,12 @@ def screenshot(page: Any, name: str) -> Path:
 
 
 @pytest.fixture
-def run_worker(gaia_server: Any, transactional_db: Any) -> Iterator[None]:
-    """Whoever executes benchmark runs for the live server: with ``REDIS_URL``, a real Celery
-    worker process on the same database and data dir; without it, the server's own embedded
-    worker (nothing to start)."""
+def run_server(gaia_server: Any, gaia_server_factory: Any, transactional_db: Any
+               ) -> Iterator[Any]:
+    """A live server whose benchmark runs really execute, the way each mode runs them: with
+    ``REDIS_URL``, the shared server and a real Celery worker process (same database, same
+    data dir for the artifacts); without it, a server with its embedded worker, as ``./run``.
+    It shares the logged-in page's secret key, so the page's session cookie is valid there."""
     import subprocess
     import sys
 
@@ -84,7 +86,8 @@ def run_worker(gaia_server: Any, transactional_db: Any) -> Iterator[None]:
     from tests.conftest import live_database_url
 
     if not settings.REDIS_URL:
-        yield
+        secret = (gaia_server.log_path.parent / "secret_key").read_text().strip()
+        yield gaia_server_factory(GAIA_EMBEDDED_WORKER="1", SECRET_KEY=secret)
         return
     log_path = gaia_server.log_path.with_name("celery-worker.log")
     env = {**os.environ, "DATABASE_URL": live_database_url(), "REDIS_URL": settings.REDIS_URL,
@@ -96,7 +99,7 @@ def run_worker(gaia_server: Any, transactional_db: Any) -> Iterator[None]:
              "--concurrency", "1", "--loglevel", "warning", "--without-heartbeat",
              "--without-gossip", "--without-mingle"],
             cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    yield
+    yield gaia_server
     proc.terminate()
     try:
         proc.wait(15)

@@ -129,7 +129,7 @@ def test_kill_a_slow_turn_from_the_page(page, gaia_server, make_agent, api_key):
     worker = threading.Thread(target=stream)
     worker.start()
     page.goto("/threads/")
-    row = page.locator("tr", has_text="go on forever").first
+    row = page.locator("tr", has_text="go on forever").first  # rendered, or live, or resynced
     expect()(row).to_be_visible(timeout=10_000)
     row.locator("a").click()
     expect()(page.locator("article.streaming .body")).to_contain_text("w3", timeout=10_000)
@@ -198,9 +198,8 @@ def wait_run(server, key, run_id, timeout=90):
     raise AssertionError(f"run {run_id} did not finish: {run}")
 
 
-def test_submit_a_run_from_the_form_and_watch_it_finish(page, gaia_server, bench_suite,
-                                                        run_worker):
-    page.goto("/runs/new/")
+def test_submit_a_run_from_the_form_and_watch_it_finish(page, run_server, bench_suite):
+    page.goto(run_server.url + "/runs/new/")
     page.select_option("#run-suite", "ui-hotpotqa")
     page.check("input[name=selection][value=first]")
     page.fill("input[name=limit]", "4")
@@ -215,6 +214,7 @@ def test_submit_a_run_from_the_form_and_watch_it_finish(page, gaia_server, bench
     assert int(page.locator("#run-packets").text_content()) > 0
     assert int(page.locator("#run-bytes").text_content()) > 0
     expect()(page.locator("#timeline svg rect.segment").first).to_be_visible()
+    expect()(page.locator("#timeline svg text", has_text="reason")).to_have_count(1)
     lanes = page.locator("#timeline svg text").all_text_contents()
     assert {"search", "extract", "triple", "reason"} <= set(lanes)
     expect()(page.locator("#artifacts a", has_text="summary.json")).to_be_visible()
@@ -223,17 +223,18 @@ def test_submit_a_run_from_the_form_and_watch_it_finish(page, gaia_server, bench
     with page.expect_download() as download:
         page.click("#artifacts a:has-text('summary.json')")
     assert download.value.suggested_filename == "summary.json"
-    page.goto("/runs/")
+    page.goto(run_server.url + "/runs/")
     expect()(page.locator("#run-rows tr .progress").first).to_have_attribute(
         "aria-valuenow", "100")
     screenshot(page, "runs")
 
 
-def test_run_list_bars_fill_live(page, gaia_server, bench_suite, run_worker, make_key):
+def test_run_list_bars_fill_live(page, run_server, bench_suite, make_key):
     _, key = make_key("bench", scopes=["benchmarks"])
-    page.goto("/runs/")
+    page.goto(run_server.url + "/runs/")
     expect()(page.locator("#feed-status")).to_have_attribute("data-state", "live")
-    run = httpx.post(f"{gaia_server.url}/api/v1/benchmarks/runs", timeout=10,
+    page.wait_for_function("window.gaiaFeed.lastResync === 'connect'")
+    run = httpx.post(f"{run_server.url}/api/v1/benchmarks/runs", timeout=10,
                      json={"suite": "ui-hotpotqa", "limit": 3},
                      headers={"Authorization": f"Bearer {key}"}).json()
     row = page.locator(f'#run-rows tr[data-run="{run["id"]}"]')
@@ -241,22 +242,25 @@ def test_run_list_bars_fill_live(page, gaia_server, bench_suite, run_worker, mak
     expect()(row.locator(".progress")).to_have_attribute("aria-valuenow", "100",
                                                          timeout=90_000)
     expect()(row.locator(".run-status")).to_have_text("succeeded", timeout=30_000)
+    page.goto(run_server.url + "/")  # the dashboard's recent runs
+    expect()(page.locator(f'#recent-runs tr[data-run="{run["id"]}"] .progress')
+             ).to_have_attribute("aria-valuenow", "100")
 
 
-def test_compare_page_draws_the_charts(page, gaia_server, bench_suite, run_worker, make_key):
+def test_compare_page_draws_the_charts(page, run_server, bench_suite, make_key):
     _, key = make_key("bench", scopes=["benchmarks"])
     ids = []
     # different protocols and overlapping questions: 0 and 4 were asked of one run only
     for body in ({"protocol": "json", "indexes": [0, 1, 2, 3]},
                  {"protocol": "msgpack", "indexes": [1, 2, 3, 4]}):
-        r = httpx.post(f"{gaia_server.url}/api/v1/benchmarks/runs", timeout=10,
+        r = httpx.post(f"{run_server.url}/api/v1/benchmarks/runs", timeout=10,
                        json={"suite": "ui-hotpotqa", **body},
                        headers={"Authorization": f"Bearer {key}"})
         assert r.status_code == 201, r.text
         ids.append(r.json()["id"])
     for run_id in ids:
-        assert wait_run(gaia_server, key, run_id)["status"] == "succeeded"
-    page.goto("/runs/")
+        assert wait_run(run_server, key, run_id)["status"] == "succeeded"
+    page.goto(run_server.url + "/runs/")
     for run_id in ids:
         page.check(f'.run-pick[value="{run_id}"]')
     page.click("#compare")

@@ -31,6 +31,8 @@
     this.stopped = false;
     this.resyncTimer = null;
     this.reconnectTimer = null;
+    this.holding = 0;  // resyncs reading the state now
+    this.held = [];
   }
 
   Feed.prototype.on = function (name, fn) {
@@ -135,6 +137,14 @@
   };
 
   Feed.prototype.dispatch = function (name, evt) {
+    if (this.holding > 0) {  // a resync is reading the state: apply what happens after it, after it
+      this.held.push([name, evt]);
+      return;
+    }
+    this.deliver(name, evt);
+  };
+
+  Feed.prototype.deliver = function (name, evt) {
     var lists = [this.handlers[name] || [], this.handlers["*"] || []];
     for (var i = 0; i < lists.length; i++) {
       for (var j = 0; j < lists[i].length; j++) {
@@ -149,9 +159,20 @@
     this.resyncTimer = setTimeout(function () {
       self.resyncTimer = null;
       self.lastResync = reason;
+      // Events that arrive while the pages reread the state are held and applied afterwards,
+      // so a read that started before them can never undo them.
+      self.holding += 1;
+      var reads = [];
       for (var i = 0; i < self.resyncers.length; i++) {
-        try { self.resyncers[i](reason); } catch (e) { if (window.console) console.error(e); }
+        try { reads.push(self.resyncers[i](reason)); } catch (e) { if (window.console) console.error(e); }
       }
+      Promise.all(reads.map(function (r) { return Promise.resolve(r).catch(function () {}); })).then(function () {
+        self.holding -= 1;
+        if (self.holding > 0) return;  // a later resync is still reading: it flushes
+        var held = self.held;
+        self.held = [];
+        for (var j = 0; j < held.length; j++) self.deliver(held[j][0], held[j][1]);
+      });
     }, 150);
   };
 

@@ -283,6 +283,7 @@
     var t = evt.thread;
     if (PAGE === "dashboard" && t.status === "active") upsertThreadRow(t);
     if (PAGE === "threads" && !window.location.search) upsertThreadRow(t);
+    if (PAGE === "threads" && window.location.search) resyncThreadList();
     if (PAGE === "agent" && t.agent === body.dataset.agent) upsertThreadRow(t);
     if (PAGE === "dashboard") scheduleOrganism();
   }
@@ -380,7 +381,7 @@
     var box = q("#recent-runs") || q("#run-list");
     if (!box) return;
     var selectable = box.id === "run-list";
-    api("GET", "benchmarks/runs?limit=" + (box.dataset.limit || 20)).then(function (data) {
+    return api("GET", "benchmarks/runs?limit=" + (box.dataset.limit || 20)).then(function (data) {
       var runs = listOf(data, "runs");
       if (!runs.length) { box.replaceChildren(h("p", { "class": "muted", text: "No runs yet." })); return; }
       box.replaceChildren(h("table", { "class": "runs" },
@@ -710,8 +711,8 @@
   });
 
   function resyncAgents() {
-    if (PAGE !== "dashboard" && PAGE !== "agents" && PAGE !== "agent") return;
-    api("GET", "agents").then(function (data) {
+    if (PAGE !== "dashboard" && PAGE !== "agents" && PAGE !== "agent") return null;
+    return api("GET", "agents").then(function (data) {
       var agents = listOf(data, "agents");
       if (PAGE === "agent") agents.filter(function (a) { return (a.slug || a.name) === body.dataset.agent; }).forEach(function (a) {
         applyAgentState({ agent: a.slug || a.name, state: a.state, queue_depth: a.queue_depth, current_thread: a.current_thread });
@@ -722,20 +723,37 @@
   }
 
   feed.onResync(function () {
-    if (PAGE === "thread") resyncThread();
-    resyncAgents();
+    var reads = [];
+    if (PAGE === "thread") reads.push(resyncThread());
+    reads.push(resyncAgents());
     if (PAGE === "dashboard") {
       scheduleOrganism();
-      api("GET", "threads?status=active&limit=20").then(function (data) {
+      reads.push(api("GET", "threads?status=active&limit=20").then(function (data) {
         var tbody = q("#thread-rows");
         var threads = listOf(data, "threads");
         if (threads.length) tbody.replaceChildren.apply(tbody, threads.map(threadRow));
         else tbody.replaceChildren(h("tr", { "class": "empty" }, h("td", { colspan: 6, text: "No thread is active." })));
-      }).catch(function () {});
+      }).catch(function () {}));
     }
-    if (PAGE === "dashboard" || PAGE === "runs") loadRunList();
-    if (PAGE === "run") loadRun();
+    if (PAGE === "threads") reads.push(resyncThreadList());
+    if (PAGE === "dashboard" || PAGE === "runs") reads.push(loadRunList());
+    if (PAGE === "run") reads.push(loadRun());
+    return Promise.all(reads);
   });
+
+  /* The thread list as the server rendered it (same filters, same page), read again. */
+  function resyncThreadList() {
+    var params = new URLSearchParams(window.location.search);
+    var per = Number(body.dataset.perPage) || 50;
+    var query = new URLSearchParams({ limit: per, offset: per * ((Number(params.get("page")) || 1) - 1) });
+    ["status", "agent", "q"].forEach(function (k) { if (params.get(k)) query.set(k, params.get(k)); });
+    return api("GET", "threads?" + query.toString()).then(function (data) {
+      var tbody = q("#thread-rows");
+      var threads = listOf(data, "threads");
+      if (threads.length) tbody.replaceChildren.apply(tbody, threads.map(threadRow));
+      else tbody.replaceChildren(h("tr", { "class": "empty" }, h("td", { colspan: 6, text: "No thread matches." })));
+    }).catch(function () {});
+  }
 
   if (PAGE === "dashboard" || PAGE === "runs") loadRunList();
   if (PAGE === "runs") setupCompareForm();
