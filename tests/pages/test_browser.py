@@ -372,3 +372,23 @@ def test_a_lost_event_makes_the_page_resync(page, gaia_server, echo_agent, api_k
     assert '"two"' in dropped[0]
     expect()(page.locator("article.role-user .body").last).to_have_text("two")
     assert page.evaluate("window.gaiaFeed.lastResync") == "gap"
+
+
+def test_a_lagged_feed_makes_the_page_resync(page, gaia_server, gaia_server_factory,
+                                             echo_agent, api_key):
+    # A socket may queue one event: a turn's burst (user message, reply, thread and agent
+    # state) overflows it, and the server says "lagged" instead of the events it dropped.
+    secret = (gaia_server.log_path.parent / "secret_key").read_text().strip()
+    tight = gaia_server_factory(SECRET_KEY=secret, GAIA_FEED_QUEUE_MAX="1")
+    first = chat(tight, api_key, "echo", "one", session="lag")
+    page.goto(f"{tight.url}/threads/{first.headers['x-gaia-thread-id']}/")
+    expect()(page.locator("#feed-status")).to_have_attribute("data-state", "live")
+    page.wait_for_function("window.gaiaFeed.lastResync === 'connect'")
+    page.evaluate("""() => { window.__lagged = 0;
+                             window.gaiaFeed.on('lagged', () => { window.__lagged += 1; }); }""")
+    chat(tight, api_key, "echo", "two", session="lag", history=[
+        {"role": "user", "content": "one"}, {"role": "assistant", "content": "one"}])
+    expect()(page.locator("article[data-message-id]")).to_have_count(4, timeout=10_000)
+    expect()(page.locator("article.role-assistant .body").last).to_have_text("two")
+    assert page.evaluate("window.__lagged") >= 1
+    assert page.evaluate("window.gaiaFeed.lastResync") == "lagged"
