@@ -139,6 +139,8 @@ def test_kill_a_slow_turn_from_the_page(page, gaia_server, make_agent, api_key):
     expect()(page.locator("#kill-form")).to_be_hidden()
     final = page.locator("article.role-assistant[data-message-id]").last
     expect()(final.locator('[data-meta="finish"]')).to_have_text("killed", timeout=10_000)
+    # the partial reply replaced the one that grew: nothing is left half-shown
+    expect()(page.locator("article.role-assistant")).to_have_count(1)
     screenshot(page, "thread-killed")
     worker.join(30)
     assert "w399" not in str(result.get("body"))
@@ -164,13 +166,17 @@ def test_script_in_a_reply_shows_as_text(page, gaia_server, make_agent, api_key)
 def test_agent_page_pause_and_resume(page, make_agent):
     make_agent(slug="pausable")
     page.goto("/agents/pausable/")
+    expect()(page.locator("#feed-status")).to_have_attribute("data-state", "live")
+    expect()(page.locator("#resume")).to_be_hidden()
     screenshot(page, "agent")
     page.click("#pause")
     expect()(page.locator("#agent-light")).to_have_class(re.compile("state-paused"))
     expect()(page.locator("#resume")).to_be_visible()
+    expect()(page.locator("#pause")).to_be_hidden()
     page.click("#resume")
     expect()(page.locator("#agent-light")).to_have_class(re.compile("state-idle"))
     expect()(page.locator("#pause")).to_be_visible()
+    expect()(page.locator("#resume")).to_be_hidden()
 
 
 def test_threads_list_page(page, gaia_server, echo_agent, api_key):

@@ -314,7 +314,8 @@
     var box = q("#messages");
     if (q("article" + attrSel("data-message-id", m.id), box)) return;
     var node = messageNode(m);
-    var streaming = m.response_id && q("article.streaming" + attrSel("data-response-id", m.response_id), box);
+    // the reply that grew here (still streaming, or stopped by a thread_updated that came first)
+    var streaming = m.response_id && q("article" + attrSel("data-response-id", m.response_id) + ":not([data-message-id])", box);
     if (streaming) streaming.replaceWith(node);
     else box.appendChild(node);
   }
