@@ -253,6 +253,24 @@ def test_run_list_bars_fill_live(page, run_server, bench_suite, make_key):
              ).to_have_attribute("aria-valuenow", "100")
 
 
+def test_cancel_a_running_run_from_its_page(page, run_server, bench_suite, make_agent,
+                                            make_key):
+    make_agent(slug="slow-reason", provider__options={"reply": "x", "ttft_ms": 1500})
+    _, key = make_key("bench", scopes=["benchmarks"])
+    run = httpx.post(f"{run_server.url}/api/v1/benchmarks/runs", timeout=10,
+                     json={"suite": "ui-hotpotqa", "tools": {"reason": "slow-reason"}},
+                     headers={"Authorization": f"Bearer {key}"}).json()
+    page.goto(f"{run_server.url}/runs/{run['id']}/")
+    expect()(page.locator("#run-status")).to_have_text("running", timeout=30_000)
+    expect()(page.locator("#cancel")).to_be_visible()
+    page.click("#cancel")
+    expect()(page.locator("#run-status")).to_have_text("cancelled", timeout=30_000)
+    expect()(page.locator("#cancel-form")).to_be_hidden()
+    expect()(page.locator("#run-progress")).to_have_attribute("data-status", "cancelled")
+    assert int(page.locator("#run-done").text_content()) < 6
+    assert wait_run(run_server, key, run["id"])["status"] == "cancelled"
+
+
 def test_compare_page_draws_the_charts(page, run_server, bench_suite, make_key):
     _, key = make_key("bench", scopes=["benchmarks"])
     ids = []
