@@ -17,5 +17,5 @@ urlpatterns = [
     path("runs/", views.run_list, name="runs"),
     path("runs/new/", views.run_new, name="run_new"),
     path("runs/compare/", views.run_compare, name="run_compare"),
-    path("runs/<str:run_id>/", views.run_detail, name="run"),
+    path("runs/<int:run_id>/", views.run_detail, name="run"),
 ]

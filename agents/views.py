@@ -153,7 +153,7 @@ def run_new(request: HttpRequest) -> HttpResponse:
 
 
 @staff_required
-def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
+def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     return render(request, "ui/run.html", {"page": "run", "run_id": run_id})
 
 

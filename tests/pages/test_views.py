@@ -117,8 +117,9 @@ def test_agent_page_shows_sanitised_config_and_controls(staff_client, make_agent
     assert re.search(r'<form[^>]+/resume"[^>]*hidden>', html)  # not paused: resume hidden
 
 
-def test_unknown_agent_and_thread_are_404(staff_client):
+def test_unknown_agent_thread_and_run_are_404(staff_client):
     assert staff_client.get("/agents/nobody/").status_code == 404
+    assert staff_client.get("/runs/not-a-number/").status_code == 404
     assert staff_client.get("/threads/not-a-uuid/").status_code == 404
     assert staff_client.get(
         "/threads/7d4c2a52-5b8e-4d3c-9f6e-1d2a3b4c5d6e/").status_code == 404
