@@ -3,6 +3,7 @@ Gaia process: what an operator sees and does, live."""
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 
@@ -377,15 +378,26 @@ def test_a_lost_event_makes_the_page_resync(page, gaia_server, echo_agent, api_k
     def lose_one_user_message(ws):
         server = ws.connect_to_server()
 
+        def lost(event):
+            if dropped or event.get("event") != "message":
+                return False
+            if event["message"]["role"] != "user":
+                return False
+            dropped.append(event)  # lost on the way: the next event's seq skips one
+            return True
+
         def from_server(message):
-            if not dropped and '"event": "message"' in message and '"role": "user"' in message:
-                dropped.append(message)  # lost on the way: the next event's seq skips one
-                return
-            ws.send(message)
+            data = json.loads(message)
+            if isinstance(data, list):  # ?batch=1: several events in one message
+                kept = [e for e in data if not lost(e)]
+                if kept:
+                    ws.send(json.dumps(kept))
+            elif not lost(data):
+                ws.send(message)
 
         server.on_message(from_server)
 
-    page.route_web_socket(re.compile(r"/ws$"), lose_one_user_message)
+    page.route_web_socket(re.compile(r"/ws(\?.*)?$"), lose_one_user_message)
     page.goto(f"/threads/{first.headers['x-gaia-thread-id']}/")
     expect()(page.locator("#feed-status")).to_have_attribute("data-state", "live")
     page.wait_for_function("window.gaiaFeed.lastResync === 'connect'")  # the first one is done
@@ -393,7 +405,7 @@ def test_a_lost_event_makes_the_page_resync(page, gaia_server, echo_agent, api_k
         {"role": "user", "content": "one"}, {"role": "assistant", "content": "one"}])
     expect()(page.locator("article[data-message-id]")).to_have_count(4, timeout=10_000)
     assert len(dropped) == 1
-    assert '"two"' in dropped[0]
+    assert dropped[0]["message"]["payload"]["content"] == "two"
     expect()(page.locator("article.role-user .body").last).to_have_text("two")
     assert page.evaluate("window.gaiaFeed.lastResync") == "gap"
 
