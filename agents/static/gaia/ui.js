@@ -315,16 +315,22 @@
     if (q("article" + attrSel("data-message-id", m.id), box)) return;
     var node = messageNode(m);
     // the reply that grew here (still streaming, or stopped by a thread_updated that came first)
-    var streaming = m.response_id && q("article" + attrSel("data-response-id", m.response_id) + ":not([data-message-id])", box);
-    if (streaming) streaming.replaceWith(node);
-    else box.appendChild(node);
+    var grown = m.response_id ? qa("article" + attrSel("data-response-id", m.response_id) + ":not([data-message-id])", box) : [];
+    if (grown.length) {
+      grown[0].replaceWith(node);
+      grown.slice(1).forEach(function (n) { n.remove(); });
+    } else {
+      box.appendChild(node);
+    }
   }
 
   function messageDelta(evt) {
     var box = q("#messages");
-    var node = q("article.streaming" + attrSel("data-response-id", evt.response_id), box);
+    // The reply's bubble, even one a thread_updated (kill, error) already stopped: a delta sent
+    // before the stop can arrive after it.
+    var node = q("article" + attrSel("data-response-id", evt.response_id), box);
+    if (node && node.dataset.messageId) return;  // already stored: the stored text is whole
     if (!node) {
-      if (q("article" + attrSel("data-response-id", evt.response_id) + "[data-message-id]", box)) return;  // already stored
       node = h("article", { "class": "msg role-assistant streaming", "data-response-id": evt.response_id },
         h("header", null, h("strong", { text: evt.agent }), " ", h("span", { "class": "muted", text: "replying…" })),
         h("details", { "class": "reasoning", hidden: true }, h("summary", { text: "reasoning" }), h("pre", { "class": "text" })),
@@ -339,7 +345,7 @@
     }
     if (evt.text) q(".body", node).textContent += evt.text;
     q('[data-meta="chars"]', node).textContent = evt.output_chars;
-    show(q("#kill-form"), true);
+    if (q("#thread-status").textContent === "active") show(q("#kill-form"), true);
   }
 
   function resyncThread() {
