@@ -154,6 +154,15 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = DATA_DIR / "static"
+# Benchmark artifacts go to the default storage: files under the data dir, or any Django
+# storage backend (e.g. django-storages' S3) by changing this setting alone.
+STORAGES = {
+    "default": {"BACKEND": env.str("GAIA_STORAGE_BACKEND",
+                                   default="django.core.files.storage.FileSystemStorage"),
+                "OPTIONS": {"location": str(DATA_DIR / "files")}
+                if not env.str("GAIA_STORAGE_BACKEND", default="") else {}},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
 
 CORS_ALLOWED_ORIGINS = env.list("CORS_ALLOWED_ORIGINS", default=[])
 CORS_ALLOW_CREDENTIALS = env.bool("CORS_ALLOW_CREDENTIALS", default=False)
@@ -200,6 +209,12 @@ GAIA_SHOW_PROMPTS = env.bool("GAIA_SHOW_PROMPTS", default=False)
 GAIA_DB_THREADS = env.int("GAIA_DB_THREADS", default=4)  # PostgreSQL; SQLite uses one
 GAIA_LOCAL_MODEL_PATH = env.str("GAIA_LOCAL_MODEL_PATH", default="")
 GAIA_ORGANISM_NAME = env.str("GAIA_ORGANISM_NAME", default="gaia")
+# Benchmark runs (benchmarks/worker.py): without REDIS_URL the server runs them in a thread.
+GAIA_EMBEDDED_WORKER = env.bool("GAIA_EMBEDDED_WORKER", default=True)
+GAIA_BENCH_HEARTBEAT_SECONDS = env.float("GAIA_BENCH_HEARTBEAT_SECONDS", default=1.0)
+GAIA_BENCH_STALE_SECONDS = env.float("GAIA_BENCH_STALE_SECONDS", default=30.0)
+GAIA_BENCH_REAP_SECONDS = env.float("GAIA_BENCH_REAP_SECONDS", default=10.0)
+GAIA_BENCH_MAX_ATTEMPTS = env.int("GAIA_BENCH_MAX_ATTEMPTS", default=2)
 
 LOGGING = {
     "version": 1,

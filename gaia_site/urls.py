@@ -7,4 +7,5 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("health", HealthApi.as_view(), name="health"),
     path("v1/", include("openai_api.urls")),
+    path("api/v1/benchmarks/", include("benchmarks.urls")),
 ]
