@@ -71,7 +71,8 @@ class _RunExecution:
         self.run = run
         self.worker = worker
         self.db = db
-        self.progress = services.Progress(packets=run.packets, bytes=run.bytes)
+        self.progress = services.Progress()
+        self.base_packets = self.base_bytes = 0
         self.heartbeat_s = float(getattr(settings, "GAIA_BENCH_HEARTBEAT_SECONDS", 1.0))
         started = run.started_at.timestamp() if run.started_at else time.time()
         self.deadline = started + run.time_limit_s
@@ -80,9 +81,18 @@ class _RunExecution:
         return await asyncio.get_running_loop().run_in_executor(self.db, partial(fn, **kwargs))
 
     def _on_event(self, event: Any) -> None:
+        # Live counts while a question runs (frames from agents: hellos and packets); each
+        # finished question then sets them to the relay's exact totals.
         if event.kind == "packet":
             self.progress.packets += 1
             self.progress.bytes += int(event.data.get("bytes", 0))
+        elif event.kind == "agent.connected":
+            self.progress.packets += 1
+
+    def _counted(self, metrics: dict[str, Any]) -> None:
+        self.base_packets += int(metrics.get("pkt_cnt", 0))
+        self.base_bytes += int(metrics.get("bytes_rx", 0)) + int(metrics.get("bytes_tx", 0))
+        self.progress.packets, self.progress.bytes = self.base_packets, self.base_bytes
 
     async def execute(self) -> str:
         from mesh.run import AgentPool, RunConfig, run_question
@@ -91,6 +101,8 @@ class _RunExecution:
         run = self.run
         questions = {q.index: q for q in parse_suite(run.suite.questions)}
         done = set(await self._db(_recorded, run_id=run.pk))
+        for metrics in await self._db(_all_metrics, run_id=run.pk):
+            self._counted(metrics)
         todo = [questions[i] for i in run.question_indexes if i not in done]
         bridge = None
         agent_slugs = sorted({b for b in run.tools.values() if b != DETERMINISTIC})
@@ -130,6 +142,7 @@ class _RunExecution:
                         tokens_by_agent=tokens, metrics_json=metrics_json, archive=archive)
                     if recorded is None:
                         return await self._stopped()
+                    self._counted(result.metrics)
                     await self._heartbeat()
             summary, summary_json, archive = await self._summary(work)
             finished = await self._db(services.benchmark_run_finish, run_id=run.pk,
