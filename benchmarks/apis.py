@@ -60,7 +60,8 @@ def _first_field(errors: Any, prefix: str = "") -> str | None:
 
 def benchmarks_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, GaiaError):
-        response = Response({"detail": exc.message, "code": exc.code or exc.kind,
+        code = exc.code or ("invalid" if exc.status == 400 else exc.kind)
+        response = Response({"detail": exc.message, "code": code,
                              "param": exc.param}, status=exc.status)
         if exc.retry_after:
             response["Retry-After"] = str(exc.retry_after)
