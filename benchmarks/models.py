@@ -75,6 +75,7 @@ class BenchmarkRun(models.Model):
     bytes = models.PositiveBigIntegerField(default=0)
     summary = models.JSONField(null=True, blank=True)
     error = models.TextField(blank=True)
+    notes = models.TextField(blank=True, help_text="Recoveries: one line each.")
     queued_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

@@ -48,6 +48,7 @@ def run_public(run: BenchmarkRun) -> dict[str, Any]:
                      "packets": run.packets, "bytes": run.bytes},
         "summary": summary,
         "error": run.error or None,
+        "notes": run.notes.splitlines(),
         "queued_at": iso(run.queued_at),
         "started_at": iso(run.started_at),
         "finished_at": iso(run.finished_at),

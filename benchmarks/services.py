@@ -23,8 +23,8 @@ from django.conf import settings
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.db import IntegrityError, transaction
-from django.db.models import F, Q
-from django.db.models.functions import Coalesce
+from django.db.models import F, Q, Value
+from django.db.models.functions import Coalesce, Concat
 from django.utils import timezone
 
 from agents import realtime
@@ -377,9 +377,10 @@ def benchmark_run_recover_stale(*, stale_after_s: float | None = None,
                                                 heartbeat_at=beat, worker=worker)
             seen = beat.isoformat() if beat else "never"
             if attempts < max_attempts:
+                note = (f"worker {worker} lost (last heartbeat {seen}); re-queued after "
+                        f"attempt {attempts}")
                 ok = match.update(status=RUN_STATUS.QUEUED, worker="",
-                                  error=f"worker {worker} lost (last heartbeat {seen}); "
-                                        f"re-queued after attempt {attempts}") == 1
+                                  notes=Concat(F("notes"), Value(note + "\n"))) == 1
                 if ok:
                     transaction.on_commit(lambda rid=run_id: benchmark_run_dispatch(run_id=rid))
             else:

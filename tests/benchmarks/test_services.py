@@ -134,7 +134,7 @@ def test_requeued_run_resumes_after_the_last_recorded_question(
     assert services.benchmark_run_recover_stale(stale_after_s=30) == [run.pk]
     run.refresh_from_db()
     assert run.status == "queued"
-    assert "re-queued" in run.error
+    assert "re-queued after attempt 1" in run.notes
     assert benchmark_run_execute(run_id=run.pk, worker="w2") == "succeeded"
     run.refresh_from_db()
     assert run.attempts == 2
