@@ -73,6 +73,7 @@ class _RunExecution:
         self.db = db
         self.progress = services.Progress()
         self.base_packets = self.base_bytes = 0
+        self.last_beat = time.monotonic()
         self.heartbeat_s = float(getattr(settings, "GAIA_BENCH_HEARTBEAT_SECONDS", 1.0))
         started = run.started_at.timestamp() if run.started_at else time.time()
         self.deadline = started + run.time_limit_s
@@ -143,12 +144,13 @@ class _RunExecution:
                     if recorded is None:
                         return await self._stopped()
                     self._counted(result.metrics)
-                    await self._heartbeat()
+                    if time.monotonic() - self.last_beat >= self.heartbeat_s:
+                        await self._heartbeat()  # progress at most once an interval
             summary, summary_json, archive = await self._summary(work)
             finished = await self._db(services.benchmark_run_finish, run_id=run.pk,
                                       worker=self.worker, status=status, error=error,
                                       summary=summary, summary_json=summary_json,
-                                      archive=archive)
+                                      archive=archive, progress=self.progress)
             return status if finished else await self._stopped()
         finally:
             if bridge is not None:
@@ -156,6 +158,7 @@ class _RunExecution:
             await asyncio.to_thread(shutil.rmtree, work, True)
 
     async def _heartbeat(self) -> bool:
+        self.last_beat = time.monotonic()
         return bool(await self._db(services.benchmark_run_heartbeat, run_id=self.run.pk,
                                    worker=self.worker, progress=self.progress))
 
@@ -164,7 +167,8 @@ class _RunExecution:
         task = asyncio.create_task(run_question(question, out_dir=out_dir, pool=pool,
                                                 on_event=self._on_event))
         while True:
-            await asyncio.wait([task], timeout=self.heartbeat_s)
+            due = self.last_beat + self.heartbeat_s - time.monotonic()
+            await asyncio.wait([task], timeout=max(0.0, due))
             if task.done():
                 return task.result(), out_dir
             over = time.time() >= self.deadline

@@ -332,7 +332,8 @@ def benchmark_result_record(*, run_id: int, worker: str, metrics: dict[str, Any]
 def benchmark_run_finish(*, run_id: int, worker: str, status: str, error: str = "",
                          summary: dict[str, Any] | None = None,
                          summary_json: bytes | None = None,
-                         archive: bytes | None = None) -> bool:
+                         archive: bytes | None = None,
+                         progress: Progress | None = None) -> bool:
     """End a running run (``succeeded`` or ``failed``) with its summary and artifacts.
     ``False`` (nothing written) if the run is no longer this worker's (it was cancelled)."""
     if summary_json is not None:
@@ -343,8 +344,15 @@ def benchmark_run_finish(*, run_id: int, worker: str, status: str, error: str = 
         done = BenchmarkRun.objects.filter(
             pk=run_id, status=RUN_STATUS.RUNNING, worker=worker).update(
             status=status, error=error, summary=summary, finished_at=timezone.now(),
-            heartbeat_at=timezone.now())
+            heartbeat_at=timezone.now(),
+            **({"packets": progress.packets, "bytes": progress.bytes} if progress else {}))
         if done:
+            if progress is not None:  # the final counts, whatever the heartbeat last said
+                run_done, total = BenchmarkRun.objects.filter(pk=run_id).values_list(
+                    "questions_done", "questions_total").get()
+                realtime.send_event_on_commit(realtime.event(
+                    "run_progress", run_id=run_id, status=status, questions_done=run_done,
+                    questions_total=total, packets=progress.packets, bytes=progress.bytes))
             _announce_run("run_finished", run_id)
     return bool(done)
 
