@@ -245,3 +245,10 @@ class SuiteListCreateApi(BenchmarksApi):
         body.is_valid(raise_exception=True)
         suite = services.suite_create(created_by=self._key(request), **body.validated_data)
         return Response(selectors.suite_public(suite), status=201)
+
+
+class UnknownRouteApi(BenchmarksApi):
+    def _missing(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        raise NotFound(f"No route {request.path}.", code="not_found")
+
+    get = post = put = patch = delete = _missing

@@ -1,4 +1,4 @@
-from django.urls import path
+from django.urls import path, re_path
 
 from benchmarks import apis
 
@@ -11,4 +11,5 @@ urlpatterns = [
          name="benchmark-artifact"),
     path("compare", apis.CompareApi.as_view(), name="benchmark-compare"),
     path("suites", apis.SuiteListCreateApi.as_view(), name="benchmark-suites"),
+    re_path(r"^.*$", apis.UnknownRouteApi.as_view()),  # JSON 404, not Django's HTML page
 ]

@@ -156,11 +156,13 @@ STATIC_URL = "static/"
 STATIC_ROOT = DATA_DIR / "static"
 # Benchmark artifacts go to the default storage: files under the data dir, or any Django
 # storage backend (e.g. django-storages' S3) by changing this setting alone.
+_STORAGE_BACKEND = env.str("GAIA_STORAGE_BACKEND", default="")
 STORAGES = {
-    "default": {"BACKEND": env.str("GAIA_STORAGE_BACKEND",
-                                   default="django.core.files.storage.FileSystemStorage"),
-                "OPTIONS": {"location": str(DATA_DIR / "files")}
-                if not env.str("GAIA_STORAGE_BACKEND", default="") else {}},
+    "default": {
+        "BACKEND": _STORAGE_BACKEND or "django.core.files.storage.FileSystemStorage",
+        "OPTIONS": env.json("GAIA_STORAGE_OPTIONS", default={}) if _STORAGE_BACKEND
+        else {"location": str(DATA_DIR / "files")},
+    },
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
 }
 

@@ -180,3 +180,33 @@ def test_suites_list_and_upload(client: APIClient, suite: Any) -> None:
     run = client.post(f"{BASE}/runs", {"suite": "mine"}, format="json").json()
     assert run["question_indexes"] == [0]
     assert services.benchmark_run_cancel(run=BenchmarkRun.objects.get(pk=run["id"]))
+
+
+@pytest.mark.django_db
+def test_unknown_routes_and_methods_answer_json(client: APIClient, suite: Any) -> None:
+    for path in ("/runs/abc", "/runs/1/nothing", "/nope"):
+        r = client.get(BASE + path)
+        assert (r.status_code, r.json()["code"]) == (404, "not_found"), path
+    r = client.delete(f"{BASE}/runs")
+    assert (r.status_code, r.json()["code"]) == (405, "method_not_allowed")
+    assert APIClient().get(f"{BASE}/nope").status_code == 401  # auth first
+
+
+@pytest.mark.django_db(transaction=True)
+def test_admin_lists_runs_cancels_and_reruns(admin_client: Any, suite: Any) -> None:
+    queued = services.benchmark_run_create(suite=suite, indexes=[2, 4], protocol="anp")
+    r = admin_client.get("/admin/benchmarks/benchmarkrun/")
+    assert r.status_code == 200
+    assert b"anp" in r.content
+    assert admin_client.get(f"/admin/benchmarks/benchmarkrun/{queued.pk}/change/"
+                            ).status_code == 200
+    assert b"baseline" in admin_client.get(
+        f"/admin/benchmarks/benchmarkrun/{queued.pk}/change/").content
+    admin_client.post("/admin/benchmarks/benchmarkrun/", {
+        "action": "rerun_runs", "_selected_action": [queued.pk]})
+    rerun = BenchmarkRun.objects.exclude(pk=queued.pk).get()
+    assert (rerun.status, rerun.protocol, rerun.question_indexes) == ("queued", "anp", [2, 4])
+    admin_client.post("/admin/benchmarks/benchmarkrun/", {
+        "action": "cancel_runs", "_selected_action": [queued.pk, rerun.pk]})
+    assert set(BenchmarkRun.objects.values_list("status", flat=True)) == {"cancelled"}
+    assert admin_client.get("/admin/benchmarks/benchmarksuite/").status_code == 200
