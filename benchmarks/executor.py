@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+from django.core.files.storage import default_storage
 from django.db import close_old_connections, connections
 
 from benchmarks import services
@@ -146,7 +147,7 @@ class _RunExecution:
                     self._counted(result.metrics)
                     if time.monotonic() - self.last_beat >= self.heartbeat_s:
                         await self._heartbeat()  # progress at most once an interval
-            summary, summary_json, archive = await self._summary(work)
+            summary, summary_json, archive = await self._summary(with_archive=True)
             finished = await self._db(services.benchmark_run_finish, run_id=run.pk,
                                       worker=self.worker, status=status, error=error,
                                       summary=summary, summary_json=summary_json,
@@ -182,13 +183,14 @@ class _RunExecution:
         is ours to describe, and leave its status alone."""
         run = await self._db(_reload, run_id=self.run.pk)
         if run.status == BenchmarkRun.Status.CANCELLED:
-            summary, summary_json, _ = await self._summary(None)
+            summary, summary_json, _ = await self._summary(with_archive=False)
             await self._db(services.benchmark_run_finalize_cancelled, run_id=run.pk,
                            summary=summary, summary_json=summary_json)
         log.info("benchmark run %s stopped: %s", run.pk, run.status)
         return str(run.status)
 
-    async def _summary(self, work: Path | None) -> tuple[dict[str, Any], bytes, bytes | None]:
+    async def _summary(self, *, with_archive: bool) -> tuple[dict[str, Any], bytes,
+                                                              bytes | None]:
         from mesh.results import summarize
 
         metrics = await self._db(_all_metrics, run_id=self.run.pk)
@@ -202,7 +204,9 @@ class _RunExecution:
             "quality_label": _label(self.run), "tokens_by_agent": tokens,
         })
         data = (json.dumps(summary, ensure_ascii=False, indent=2) + "\n").encode()
-        archive = await asyncio.to_thread(_archive, work) if work is not None else None
+        indexes = [int(m["question_index"]) for m in metrics]
+        archive = (await asyncio.to_thread(_archive, self.run.pk, indexes) if with_archive
+                   else None)
         return summary, data, archive
 
 
@@ -241,11 +245,26 @@ def _read_outputs(out_dir: Path) -> tuple[bytes, bytes]:
             (out_dir / "run_artifacts.tar.gz").read_bytes())
 
 
-def _archive(work: Path) -> bytes:
-    """Every question of this attempt (metrics and workspaces), as one gzip tar."""
+def _archive(run_id: int, indexes: list[int]) -> bytes:
+    """Every recorded question of the run (whichever attempt ran it) as one gzip tar:
+    ``q<N>/metrics.json`` and ``q<N>/workspaces/...``, from the stored per-question artifacts."""
     buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        for q_dir in sorted(work.iterdir(), key=lambda p: p.name):
-            if q_dir.is_dir():
-                tar.add(q_dir, arcname=f"q{q_dir.name}")
+    with tarfile.open(fileobj=buf, mode="w:gz") as out:
+        for index in indexes:
+            base = services.artifact_path(run_id, f"q{index}")
+            if not (default_storage.exists(f"{base}/metrics.json")
+                    and default_storage.exists(f"{base}/run_artifacts.tar.gz")):
+                log.warning("run %s: artifacts of question %s are missing", run_id, index)
+                continue
+            with default_storage.open(f"{base}/metrics.json", "rb") as fh:
+                data = fh.read()
+            info = tarfile.TarInfo(f"q{index}/metrics.json")
+            info.size = len(data)
+            out.addfile(info, io.BytesIO(data))
+            with default_storage.open(f"{base}/run_artifacts.tar.gz", "rb") as fh, \
+                    tarfile.open(fileobj=io.BytesIO(fh.read()), mode="r:gz") as inner:
+                for member in inner.getmembers():
+                    extracted = inner.extractfile(member) if member.isfile() else None
+                    member.name = f"q{index}/{member.name}"
+                    out.addfile(member, extracted)
     return buf.getvalue()

@@ -141,6 +141,11 @@ def test_requeued_run_resumes_after_the_last_recorded_question(
     got = {r.question_index: r.prediction for r in run.results.all()}
     assert got == {8: "from attempt 1", 12: "1999"}  # q8 was not run again
     assert run.summary["count"] == 2
+    with tarfile.open(storage_dir / "benchmarks" / "runs" / str(run.pk)
+                      / "run_artifacts.tar.gz") as tar:
+        names = tar.getnames()
+    assert "q12/workspaces/3/agent.log" in names
+    assert "q12/metrics.json" in names
 
 
 def test_stale_run_past_its_attempts_fails_with_the_reason(suite: Any) -> None:

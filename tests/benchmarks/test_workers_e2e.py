@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import io
 import json
+import tarfile
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -183,6 +185,12 @@ def test_worker_killed_mid_run_is_recovered_and_resumes(
     assert done_before <= rows  # what attempt 1 finished was kept, not run again
     assert recovered_in < 60
     second.wait_log(f"benchmark run {run_id} claimed")
+    archive = http.get(f"/runs/{run_id}/artifacts/run_artifacts.tar.gz")
+    with tarfile.open(fileobj=io.BytesIO(archive.content)) as tar:
+        names = set(tar.getnames())
+    for index in range(4):  # both attempts' questions, with their workspaces
+        assert f"q{index}/metrics.json" in names
+        assert f"q{index}/workspaces/3/memory.json" in names
 
 
 def test_two_runs_on_two_workers_at_once(suite: Any, workers: Any, http: httpx.Client,
