@@ -23,8 +23,8 @@ from django.conf import settings
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.db import IntegrityError, transaction
-from django.db.models import F, Q, Value
-from django.db.models.functions import Coalesce, Concat
+from django.db.models import DateTimeField, DurationField, ExpressionWrapper, F, Q, Value
+from django.db.models.functions import Coalesce, Concat, Now
 from django.utils import timezone
 
 from agents import realtime
@@ -237,10 +237,9 @@ def benchmark_run_cancel(*, run: BenchmarkRun, reason: str = "cancelled") -> Ben
 def benchmark_run_claim(*, run_id: int, worker: str, task_id: str = "") -> BenchmarkRun | None:
     """Claim a queued run for this worker: ``None`` if it is not queued (already taken,
     cancelled, finished, or unknown), so a message delivered twice runs once."""
-    now = timezone.now()
     fields: dict[str, Any] = {
-        "status": RUN_STATUS.RUNNING, "worker": worker, "heartbeat_at": now,
-        "attempts": F("attempts") + 1, "started_at": Coalesce(F("started_at"), now),
+        "status": RUN_STATUS.RUNNING, "worker": worker, "heartbeat_at": Now(),
+        "attempts": F("attempts") + 1, "started_at": Coalesce(F("started_at"), Now()),
     }
     if task_id:
         fields["celery_task_id"] = task_id
@@ -265,7 +264,7 @@ def benchmark_run_heartbeat(*, run_id: int, worker: str, progress: Progress) -> 
     with transaction.atomic():
         ok = BenchmarkRun.objects.filter(
             pk=run_id, status=RUN_STATUS.RUNNING, worker=worker).update(
-            heartbeat_at=timezone.now(), packets=progress.packets, bytes=progress.bytes) == 1
+            heartbeat_at=Now(), packets=progress.packets, bytes=progress.bytes) == 1
         if not ok:
             return False
         done, total = BenchmarkRun.objects.filter(pk=run_id).values_list(
@@ -321,9 +320,8 @@ def benchmark_result_record(*, run_id: int, worker: str, metrics: dict[str, Any]
                     elapsed_ms=float(metrics.get("elapsed_ms", 0.0)), metrics=metrics)
         except IntegrityError:  # recorded by an earlier attempt
             result = BenchmarkResult.objects.get(run=run, question_index=index)
-        run.questions_done = run.results.count()
-        run.heartbeat_at = timezone.now()
-        run.save(update_fields=["questions_done", "heartbeat_at"])
+        BenchmarkRun.objects.filter(pk=run_id).update(
+            questions_done=run.results.count(), heartbeat_at=Now())
         realtime.send_event_on_commit(lambda: realtime.event(
             "question_finished", run_id=run_id, result=selectors.result_public(result)))
     return result
@@ -344,7 +342,7 @@ def benchmark_run_finish(*, run_id: int, worker: str, status: str, error: str = 
         done = BenchmarkRun.objects.filter(
             pk=run_id, status=RUN_STATUS.RUNNING, worker=worker).update(
             status=status, error=error, summary=summary, finished_at=timezone.now(),
-            heartbeat_at=timezone.now(),
+            heartbeat_at=Now(),
             **({"packets": progress.packets, "bytes": progress.bytes} if progress else {}))
         if done:
             if progress is not None:  # the final counts, whatever the heartbeat last said
@@ -369,20 +367,27 @@ def benchmark_run_recover_stale(*, stale_after_s: float | None = None,
                                 max_attempts: int | None = None) -> list[int]:
     """Re-queue (resuming) or fail every running run whose heartbeat is older than
     ``stale_after_s`` (its worker died). Safe to run from every worker at once: each change is
-    a conditional update on the stale heartbeat it saw. Returns the ids it changed."""
+    a conditional update that re-checks staleness. Returns the ids it changed."""
     stale_after_s = stale_after_s if stale_after_s is not None else _setting(
         "GAIA_BENCH_STALE_SECONDS", 30.0)
     max_attempts = max_attempts if max_attempts is not None else int(_setting(
         "GAIA_BENCH_MAX_ATTEMPTS", 2))
-    cutoff = timezone.now() - timedelta(seconds=stale_after_s)
+    # Heartbeats are written and judged by the database's clock (``Now()``), so workers on
+    # other machines with a skewed clock are judged fairly.
+    cutoff = ExpressionWrapper(Now() - Value(timedelta(seconds=stale_after_s),
+                                             output_field=DurationField()),
+                               output_field=DateTimeField())
+    is_stale = Q(status=RUN_STATUS.RUNNING) & (Q(heartbeat_at__lt=cutoff)
+                                               | Q(heartbeat_at__isnull=True))
     changed = []
-    stale = BenchmarkRun.objects.filter(status=RUN_STATUS.RUNNING).filter(
-        Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True)).values_list(
-        "pk", "attempts", "heartbeat_at", "worker")
+    stale = BenchmarkRun.objects.filter(is_stale).values_list("pk", "attempts", "heartbeat_at",
+                                                              "worker")
     for run_id, attempts, beat, worker in stale:
         with transaction.atomic():
-            match = BenchmarkRun.objects.filter(pk=run_id, status=RUN_STATUS.RUNNING,
-                                                heartbeat_at=beat, worker=worker)
+            # Still stale, same worker, same attempt: a conditional update, so two workers
+            # checking at once change it once.
+            match = BenchmarkRun.objects.filter(is_stale, pk=run_id, worker=worker,
+                                                attempts=attempts)
             seen = beat.isoformat() if beat else "never"
             if attempts < max_attempts:
                 note = (f"worker {worker} lost (last heartbeat {seen}); re-queued after "
