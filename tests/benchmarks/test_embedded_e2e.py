@@ -119,3 +119,32 @@ def test_cli_submit_wait_list_status_results_compare_cancel(
     bad = cli(server, key, "submit", "--limit", "99")
     assert (bad.returncode, "HTTP 400" in bad.stderr) == (2, True)
     assert BenchmarkRun.objects.get(pk=run_c).status == "cancelled"
+
+
+def test_server_killed_mid_run_recovers_in_the_next_server(
+        suite: Any, gaia_server_factory: Any, bench_key: tuple[Any, str],
+        make_agent: Any) -> None:
+    make_agent(slug="slow-reason", provider__options={"reply": "x", "ttft_ms": 1000})
+    env = {"REDIS_URL": "", "GAIA_EMBEDDED_WORKER": "1", "GAIA_BENCH_HEARTBEAT_SECONDS": "0.5",
+           "GAIA_BENCH_STALE_SECONDS": "3", "GAIA_BENCH_REAP_SECONDS": "0.5"}
+    headers = {"Authorization": f"Bearer {bench_key[1]}"}
+    first = gaia_server_factory(**env)
+    run_id = httpx.post(f"{first.url}{API}/runs", headers=headers, json={
+        "limit": 4, "tools": {"reason": "slow-reason"}}).json()["id"]
+    deadline = time.monotonic() + 60
+    while BenchmarkRun.objects.get(pk=run_id).questions_done < 1:
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    first.process.kill()  # SIGKILL: no shutdown code runs
+    first.process.wait(10)
+    assert BenchmarkRun.objects.get(pk=run_id).status == "running"
+    second = gaia_server_factory(**env)
+    deadline = time.monotonic() + 60
+    while (run := BenchmarkRun.objects.get(pk=run_id)).status not in ("succeeded", "failed"):
+        assert time.monotonic() < deadline, (run.status, run.notes)
+        time.sleep(0.2)
+    assert run.status == "succeeded", run.error
+    assert run.attempts == 2
+    assert "re-queued after attempt 1" in run.notes
+    assert run.worker.endswith(f":{second.process.pid}:embedded")
+    assert sorted(run.results.values_list("question_index", flat=True)) == [0, 1, 2, 3]
