@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 
 from django.conf import settings
 from django.db import close_old_connections
@@ -56,8 +57,6 @@ class EmbeddedWorker(threading.Thread):
         name = worker_name() + ":embedded"
         poll = float(getattr(settings, "GAIA_BENCH_POLL_SECONDS", 2.0))
         last_reap = 0.0
-        import time
-
         while not self.stopping:
             now = time.monotonic()
             if now - last_reap >= _reap_seconds():
@@ -112,10 +111,9 @@ def reaper_start() -> None:
             return
 
         def loop() -> None:
-            stop = threading.Event()
             while True:
                 recover_stale_once()
-                stop.wait(_reap_seconds())
+                time.sleep(_reap_seconds())
 
         _reaper = threading.Thread(target=loop, name="gaia-bench-reaper", daemon=True)
         _reaper.start()
