@@ -212,3 +212,20 @@ def test_archive_bytes_are_gzip(suite: Any, storage_dir: Path) -> None:
             / "run_artifacts.tar.gz").read_bytes()
     with tarfile.open(fileobj=BytesIO(data)) as tar:
         assert any(n.endswith("agent.log") for n in tar.getnames())
+
+
+def test_builtin_suite_migration_creates_the_30_questions_once() -> None:
+    import importlib
+
+    from django.apps import apps
+
+    from benchmarks.models import BenchmarkSuite
+    from mesh.suite import parse_suite
+
+    migration = importlib.import_module("benchmarks.migrations.0002_bench_builtin_suite")
+    BenchmarkSuite.objects.filter(name="hotpotqa-dev-30").delete()
+    migration.create(apps, None)
+    migration.create(apps, None)  # idempotent
+    suite = BenchmarkSuite.objects.get(name="hotpotqa-dev-30")
+    assert (suite.question_count, suite.builtin, suite.licence) == (30, True, "CC BY-SA 4.0")
+    assert len(parse_suite(suite.questions)) == 30
