@@ -184,7 +184,12 @@ def benchmark_run_dispatch(*, run_id: int) -> None:
 
         limit = BenchmarkRun.objects.filter(pk=run_id).values_list("time_limit_s", flat=True)
         hard = (limit[0] if limit else 3600.0) + 120.0
-        result = benchmark_run_execute.apply_async(args=[run_id], time_limit=hard)
+        try:
+            result = benchmark_run_execute.apply_async(args=[run_id], time_limit=hard)
+        except Exception:  # the broker is away: the stale-run check sends it again later
+            log.warning("benchmark run %s: could not reach the broker; it stays queued and "
+                        "is dispatched again by the next stale-run check", run_id, exc_info=True)
+            return
         BenchmarkRun.objects.filter(pk=run_id, status=RUN_STATUS.QUEUED).update(
             celery_task_id=result.id or "")
     else:
@@ -392,7 +397,7 @@ def benchmark_run_recover_stale(*, stale_after_s: float | None = None,
             if attempts < max_attempts:
                 note = (f"worker {worker} lost (last heartbeat {seen}); re-queued after "
                         f"attempt {attempts}")
-                ok = match.update(status=RUN_STATUS.QUEUED, worker="",
+                ok = match.update(status=RUN_STATUS.QUEUED, worker="", celery_task_id="",
                                   notes=Concat(F("notes"), Value(note + "\n"))) == 1
                 if ok:
                     transaction.on_commit(lambda rid=run_id: benchmark_run_dispatch(run_id=rid))
@@ -405,5 +410,14 @@ def benchmark_run_recover_stale(*, stale_after_s: float | None = None,
                     _announce_run("run_finished", run_id)
         if ok:
             log.warning("benchmark run %s: stale heartbeat from %s recovered", run_id, worker)
+            changed.append(run_id)
+    if settings.REDIS_URL:
+        # Queued runs whose message never reached the broker (it was away at submit time):
+        # send them again. A duplicate message is harmless (the claim is conditional).
+        lost = BenchmarkRun.objects.filter(
+            status=RUN_STATUS.QUEUED, celery_task_id="",
+            queued_at__lt=timezone.now() - timedelta(seconds=5)).values_list("pk", flat=True)
+        for run_id in lost:
+            benchmark_run_dispatch(run_id=run_id)
             changed.append(run_id)
     return changed

@@ -229,3 +229,35 @@ def test_builtin_suite_migration_creates_the_30_questions_once() -> None:
     suite = BenchmarkSuite.objects.get(name="hotpotqa-dev-30")
     assert (suite.question_count, suite.builtin, suite.licence) == (30, True, "CC BY-SA 4.0")
     assert len(parse_suite(suite.questions)) == 30
+
+
+def test_a_run_submitted_while_the_broker_is_away_is_dispatched_later(
+        suite: Any, settings: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from benchmarks.tasks import benchmark_run_execute as task
+
+    settings.REDIS_URL = "redis://127.0.0.1:1/0"  # dispatch goes to Celery
+    sent: list[list[int]] = []
+
+    class Sent:
+        id = "task-1"
+
+    def down(**kwargs: Any) -> Any:
+        raise OSError("connection refused")
+
+    monkeypatch.setattr(task, "apply_async", down)
+    run = services.benchmark_run_create(suite=suite, limit=1)  # no 500, stays queued
+    run.refresh_from_db()
+    assert (run.status, run.celery_task_id) == ("queued", "")
+
+    def up(**kwargs: Any) -> Any:
+        sent.append(kwargs["args"])
+        return Sent()
+
+    monkeypatch.setattr(task, "apply_async", up)
+    BenchmarkRun.objects.filter(pk=run.pk).update(
+        queued_at=timezone.now() - timedelta(seconds=10))
+    assert services.benchmark_run_recover_stale() == [run.pk]
+    assert sent == [[run.pk]]
+    run.refresh_from_db()
+    assert run.celery_task_id == "task-1"
+    assert services.benchmark_run_recover_stale() == []  # sent once
