@@ -1,52 +1,73 @@
-"""DRF authentication with Gaia API keys, for the operator-facing REST APIs.
+"""DRF authentication with Gaia API keys, for the REST APIs under ``/api/v1``.
 
-``ApiKeyAuthentication`` reads ``Authorization: Bearer KEY`` or ``X-API-Key: KEY`` and checks it
-with :func:`agents.services.api_key_authenticate` for its ``scope``; subclass it (or use
-:func:`api_key_authentication`) per scope. No key header: it stands aside, so a session
-authentication class after it can let staff in.
+:class:`ApiKeyAuthentication` reads ``Authorization: Bearer KEY`` or ``X-API-Key: KEY``, checks it
+with :func:`agents.services.api_key_authenticate` for its ``scope`` and counts it against the
+key's rate limit; subclass it per scope. No key header: it stands aside, so a session
+authentication class after it can let staff in. Errors are Gaia's (401, 403, 429), rendered by
+the API's exception handler.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from rest_framework import exceptions
-from rest_framework.authentication import BaseAuthentication
+from django.contrib.auth.models import AnonymousUser
+from rest_framework.authentication import BaseAuthentication, SessionAuthentication
 from rest_framework.request import Request
 
-from agents.exceptions import AuthenticationFailed, PermissionDenied
+from agents import services
 from agents.models import ApiKey
 
 
-def raw_api_key(request: Request) -> str | None:
-    header = request.META.get("HTTP_AUTHORIZATION", "")
-    if header[:7].lower() == "bearer ":
-        return header[7:].strip() or None
-    return request.META.get("HTTP_X_API_KEY", "").strip() or None
+def raw_api_key(request: Any) -> str | None:
+    """The key a request carries (a Django or DRF request), or ``None``."""
+    auth = request.headers.get("authorization", "")
+    if auth[:7].lower() == "bearer ":
+        return auth[7:].strip() or None
+    return request.headers.get("x-api-key") or None
+
+
+def note(request: Any, **facts: Any) -> None:
+    """Attach facts (key, agent, thread...) for the request's log line
+    (``openai_api.middleware.ApiEdgeMiddleware`` creates ``gaia_facts``)."""
+    django_request = getattr(request, "_request", request)
+    store = getattr(django_request, "gaia_facts", None)
+    if store is not None:
+        store.update(facts)
 
 
 class ApiKeyAuthentication(BaseAuthentication):
+    """An API key with ``scope``; no key: the next authenticator (a staff session)."""
+
     scope: str = ApiKey.Scope.OPERATOR
 
     def authenticate(self, request: Request) -> tuple[Any, ApiKey] | None:
-        from django.contrib.auth.models import AnonymousUser
-
-        from agents.services import api_key_authenticate
-
         raw = raw_api_key(request)
         if raw is None:
             return None
-        try:
-            key = api_key_authenticate(raw=raw, scope=self.scope)
-        except AuthenticationFailed as exc:
-            raise exceptions.AuthenticationFailed(exc.message, code=exc.code) from exc
-        except PermissionDenied as exc:
-            raise exceptions.PermissionDenied(exc.message, code=exc.code) from exc
+        key = services.api_key_authenticate(raw=raw, scope=self.scope)
+        services.api_key_throttle(key=key)
+        note(request, key=key.prefix)
         return (key.owner or AnonymousUser()), key
 
     def authenticate_header(self, request: Request) -> str:
-        return 'Bearer realm="gaia"'
+        return 'Bearer realm="gaia"'  # makes "no credentials" a 401, not a 403
 
 
-def api_key_authentication(scope: str) -> type[ApiKeyAuthentication]:
-    return type(f"ApiKeyAuthentication_{scope}", (ApiKeyAuthentication,), {"scope": scope})
+class OperatorKeyAuthentication(ApiKeyAuthentication):
+    scope = ApiKey.Scope.OPERATOR
+
+
+class BenchmarksKeyAuthentication(ApiKeyAuthentication):
+    scope = ApiKey.Scope.BENCHMARKS
+
+
+class StaffSessionAuthentication(SessionAuthentication):
+    """A logged-in user's session (CSRF enforced on unsafe methods); the views' permission
+    decides whether the user must be staff."""
+
+    def authenticate(self, request: Request) -> tuple[Any, None] | None:
+        found = super().authenticate(request)
+        if found is not None:
+            note(request, user=found[0].get_username())
+        return found

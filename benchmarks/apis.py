@@ -12,24 +12,19 @@ from typing import Any
 
 from django.http import FileResponse
 from rest_framework import exceptions, serializers
-from rest_framework.authentication import SessionAuthentication
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView, exception_handler
 
-from agents.authentication import ApiKeyAuthentication
+from agents.authentication import BenchmarksKeyAuthentication, StaffSessionAuthentication
 from agents.exceptions import GaiaError, NotFound
 from agents.models import ApiKey
 from benchmarks import selectors, services
 from benchmarks.models import BenchmarkRun, BenchmarkSuite
 
 BUILTIN_SUITE = "hotpotqa-dev-30"
-
-
-class BenchmarksKeyAuthentication(ApiKeyAuthentication):
-    scope = ApiKey.Scope.BENCHMARKS
 
 
 class BenchmarksAccess(BasePermission):
@@ -85,7 +80,7 @@ def benchmarks_exception_handler(exc: Exception, context: dict[str, Any]) -> Res
 
 
 class BenchmarksApi(APIView):
-    authentication_classes = [BenchmarksKeyAuthentication, SessionAuthentication]
+    authentication_classes = [BenchmarksKeyAuthentication, StaffSessionAuthentication]
     permission_classes = [BenchmarksAccess]
 
     def get_exception_handler(self) -> Any:

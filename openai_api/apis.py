@@ -24,6 +24,7 @@ from django.views import View
 from django.views.decorators.csrf import csrf_exempt
 
 from agents import llm, selectors, services
+from agents.authentication import raw_api_key
 from agents.backends import backend_for
 from agents.database import ReadNotAvailable, run_db
 from agents.exceptions import (
@@ -42,15 +43,6 @@ from openai_api.sessions import extract_workspace_root, session_from_headers
 log = logging.getLogger("gaia.api")
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-
-
-def raw_api_key(request: HttpRequest) -> str | None:
-    auth = request.headers.get("authorization", "")
-    if auth[:7].lower() == "bearer ":
-        token = auth[7:].strip()
-        if token:
-            return token
-    return request.headers.get("x-api-key") or None
 
 
 def json_response(payload: Any, *, status: int = 200, headers: dict[str, str] | None = None
