@@ -12,7 +12,7 @@ from django.http import HttpRequest
 from django.utils.html import format_html
 
 from agents import selectors, services
-from agents.models import Agent, ApiKey, Message, Provider, Thread
+from agents.models import Agent, AgentFallback, ApiKey, Message, Provider, Thread
 
 
 class ProviderForm(forms.ModelForm):
@@ -71,8 +71,19 @@ def disable_agents(modeladmin: Any, request: HttpRequest, queryset: Any) -> None
     modeladmin.message_user(request, f"Disabled {count} agent(s).")
 
 
+class AgentFallbackInline(admin.TabularInline):
+    model = AgentFallback
+    fk_name = "agent"
+    extra = 0
+    fields = ["position", "provider"]
+    verbose_name = "fallback provider"
+    verbose_name_plural = "Fallback providers (tried in order when the provider fails before "\
+        "its first token)"
+
+
 @admin.register(Agent)
 class AgentAdmin(admin.ModelAdmin):
+    inlines = [AgentFallbackInline]
     list_display = ["slug", "display_name", "provider", "model_name", "tool", "enabled",
                     "updated_at"]
     list_filter = ["enabled", "provider", "provider__kind", "tool"]
@@ -149,7 +160,8 @@ class MessageInline(admin.TabularInline):
     extra = 0
     can_delete = False
     fields = ["seq", "role", "content", "tool_calls", "reasoning", "finish_reason",
-              "input_tokens", "output_tokens", "usage_estimated", "latency_ms", "created_at"]
+              "input_tokens", "output_tokens", "usage_estimated", "latency_ms", "provider",
+              "created_at"]
     readonly_fields = fields
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:

@@ -94,6 +94,10 @@ class Agent(models.Model):
         help_text="A paused agent answers new requests with 503 until an operator resumes it; "
         "turns in flight finish.",
     )
+    fallback_providers = models.ManyToManyField(
+        Provider, through="AgentFallback", blank=True, related_name="+",
+        help_text="Tried in order when the provider fails before its first token.",
+    )
     created_at = models.DateTimeField(default=timezone.now, editable=False)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -106,6 +110,24 @@ class Agent(models.Model):
     @property
     def model_name(self) -> str:
         return self.upstream_model or self.provider.default_model
+
+
+class AgentFallback(models.Model):
+    """One of an agent's fallback providers: a connection error, 5xx, 429 or timeout before
+    the first token moves the turn to the next one (``position`` order)."""
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="fallbacks")
+    provider = models.ForeignKey(Provider, on_delete=models.PROTECT, related_name="+")
+    position = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["agent", "position", "pk"]
+        constraints = [
+            models.UniqueConstraint(fields=["agent", "provider"], name="agent_fallback_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.agent} → {self.provider.name} (#{self.position})"
 
 
 class ApiKey(models.Model):
@@ -216,6 +238,9 @@ class Message(models.Model):
     ttft_ms = models.PositiveIntegerField("time to first token (ms)", null=True, blank=True)
     dialect = models.CharField(max_length=20, blank=True)
     response_id = models.CharField(max_length=100, blank=True, db_index=True)
+    provider = models.CharField(
+        max_length=100, blank=True, help_text="The provider that produced this reply."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -55,6 +55,9 @@ EVENT_FIELDS: dict[str, tuple[str, ...]] = {
     "thread_created": ("thread",),
     "thread_updated": ("thread_id", "status", "message_count", "last_activity", "error"),
     "error": ("thread_id", "agent", "error"),
+    # an agent's provider failed before its first token and the next one takes over
+    "provider_fallback": ("agent", "thread_id", "response_id", "failed_provider",
+                          "next_provider", "error"),
     # benchmark runs (benchmarks app) publish through here too
     "run_created": ("run",),
     "run_started": ("run",),

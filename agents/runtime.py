@@ -25,7 +25,7 @@ from typing import Any
 from django.conf import settings
 
 from agents import llm, realtime, selectors, services
-from agents.backends import backend_for, backend_stream
+from agents.backends import backend_for, fallback_stream
 from agents.database import run_db
 from agents.exceptions import Conflict, ContextTooLong, GaiaError, InvalidRequest, TurnKilled
 from agents.models import Agent, ApiKey
@@ -278,7 +278,10 @@ class Turn:
         return self._start.thread_id
 
     def reply_headers(self) -> dict[str, str]:
-        return {"X-Gaia-Thread-Id": str(self.thread_id)}
+        headers = {"X-Gaia-Thread-Id": str(self.thread_id)}
+        if self.result.provider:
+            headers["X-Gaia-Provider"] = self.result.provider
+        return headers
 
     def build_request(self, history: list[llm.Message], workspace: str | None) -> llm.LLMRequest:
         agent, client = self.agent, self.spec.request
@@ -328,9 +331,22 @@ class Turn:
 
     def _send(self, *, on_sent: Any = None) -> None:
         assert self.request is not None
-        self._pump_task = asyncio.create_task(self._pump(backend_stream(
-            self.agent.provider, self.request,
-            on_sent=on_sent or (lambda: self._set_waiting(False)))))
+        chain = getattr(self.agent, "provider_chain", None) or [self.agent.provider]
+        self._pump_task = asyncio.create_task(self._pump(fallback_stream(
+            chain, self.request, on_sent=on_sent or (lambda: self._set_waiting(False)),
+            on_answer=self._answered_by, on_fallback=self._fell_back)))
+
+    def _answered_by(self, provider: Any) -> None:
+        self.result.provider = provider.name
+
+    def _fell_back(self, failed: Any, following: Any, error: Exception) -> None:
+        """A provider failed before its first token: the feed hears of the hand-over."""
+        log.warning("agent %s: provider %s failed (%s); trying %s", self.agent.slug,
+                    failed.name, error, following.name)
+        realtime.send_event(realtime.event(
+            "provider_fallback", agent=self.agent.slug, thread_id=self._registered,
+            response_id=self.spec.response_id, failed_provider=failed.name,
+            next_provider=following.name, error=str(getattr(error, "message", error))))
 
     async def _resend_when_free(self, wait: float) -> Any:
         """A named session's thread was busy with another turn: the request was sent in the

@@ -96,8 +96,17 @@ def agent_cached(*, cache: _AccessCache, slug: str) -> Agent | None:
     if agent is None:
         agent = Agent.objects.select_related("provider").filter(slug=slug, enabled=True).first()
         if agent is not None:
+            agent_provider_chain_load(agent)
             cache.agents[slug] = agent
     return agent
+
+
+def agent_provider_chain_load(agent: Agent) -> list[Any]:
+    """Set and return ``agent.provider_chain``: its provider, then its fallback providers in
+    order (what :func:`agents.backends.fallback_stream` tries; the turn runtime reads it)."""
+    fallbacks = agent.fallbacks.select_related("provider").order_by("position", "pk")
+    agent.provider_chain = [agent.provider, *(f.provider for f in fallbacks)]
+    return agent.provider_chain
 
 
 def model_list(*, api_key: ApiKey | None) -> list[Agent]:
@@ -214,6 +223,7 @@ def message_public(row: Message, *, agent: str, client: str) -> dict[str, Any]:
         "latency_ms": row.latency_ms,
         "response_id": row.response_id or None,
         "dialect": row.dialect or None,
+        "provider": row.provider or None,
     }
 
 

@@ -313,7 +313,7 @@ def agents_import(*, data: dict[str, Any], create_only: bool = False) -> ImportR
         if not isinstance(entry, dict) or not entry.get("slug"):
             raise InvalidRequest(f"agents[{i}] needs a slug.")
         slug = entry["slug"]
-        unknown = set(entry) - {"slug", "provider", *AGENT_FIELDS}
+        unknown = set(entry) - {"slug", "provider", "fallback_providers", *AGENT_FIELDS}
         if unknown:
             raise InvalidRequest(f"agents[{i}] ({slug}): unknown fields {sorted(unknown)}.")
         agent = Agent.objects.filter(slug=slug).first() or Agent(slug=slug)
@@ -332,7 +332,37 @@ def agents_import(*, data: dict[str, Any], create_only: bool = False) -> ImportR
             raise InvalidRequest(f"agents[{i}] ({slug}) needs a provider.")
         values.setdefault("display_name", agent.display_name or slug)
         _apply(agent, values, f"agent {slug}", report, label=f"agent:{slug}")
+        if "fallback_providers" in entry:
+            _agent_fallbacks_set(agent, entry["fallback_providers"], providers,
+                                 f"agents[{i}] ({slug})", report)
     return report
+
+
+def _agent_fallbacks_set(agent: Agent, names: Any, providers: dict[str, Provider], what: str,
+                         report: ImportReport) -> None:
+    """Replace the agent's fallback providers with ``names`` (in order) if they differ."""
+    from agents.models import AgentFallback
+
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise InvalidRequest(f"{what}: fallback_providers must be a list of provider names.")
+    unknown = [n for n in names if n not in providers]
+    if unknown:
+        raise InvalidRequest(f"{what}: unknown fallback providers {unknown}.")
+    if len(set(names)) != len(names) or agent.provider.name in names:
+        raise InvalidRequest(f"{what}: fallback_providers repeats a provider.")
+    current = list(agent.fallbacks.order_by("position", "pk").values_list("provider__name",
+                                                                           flat=True))
+    if current == names:
+        return
+    agent.fallbacks.all().delete()
+    AgentFallback.objects.bulk_create([
+        AgentFallback(agent=agent, provider=providers[n], position=i)
+        for i, n in enumerate(names)])
+    config_changed(reason="agent_fallbacks")
+    label = f"agent:{agent.slug}"
+    if label in report.unchanged:
+        report.unchanged.remove(label)
+        report.updated.append(label)
 
 
 def _apply(
@@ -378,6 +408,10 @@ def agents_export() -> dict[str, Any]:
         entry = {"slug": a.slug, "provider": a.provider.name}
         for k in AGENT_FIELDS:
             entry[k] = getattr(a, k)
+        fallbacks = list(a.fallbacks.order_by("position", "pk")
+                         .values_list("provider__name", flat=True))
+        if fallbacks:
+            entry["fallback_providers"] = fallbacks
         agents.append(entry)
     return {"providers": providers, "agents": agents}
 
@@ -621,6 +655,7 @@ class TurnResult:
     ttft_ms: int | None = None
     error: str = ""
     response_id: str = ""
+    provider: str = ""  # the provider that answered (an agent may fall back to others)
 
     @property
     def status(self) -> str:
@@ -679,6 +714,7 @@ def thread_turn_finish(
         row.latency_ms = result.latency_ms
         row.ttft_ms = result.ttft_ms
         row.response_id = result.response_id
+        row.provider = result.provider
         row.save(force_insert=True)
         _announce_turn_finish(start=start, result=result, row=row, now=now)
 

@@ -165,3 +165,16 @@ def echo_agent(make_agent: Callable[..., Any]) -> Any:
 @pytest.fixture
 def api_key(make_key: Callable[..., tuple[Any, str]]) -> str:
     return make_key()[1]
+
+
+@pytest.fixture
+def feed_listener() -> Iterator[Any]:
+    """The operator feed as live servers publish it (tests/feed.py); needs Redis."""
+    from tests.feed import FeedListener
+
+    url = os.environ.get("REDIS_URL")
+    if not url:
+        pytest.skip("the feed crosses processes only through Redis (set REDIS_URL)")
+    listener = FeedListener(url).start()
+    yield listener
+    listener.stop()
