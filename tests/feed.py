@@ -9,7 +9,6 @@ has its own in-memory layer and nothing crosses processes, so the ``feed_listene
 from __future__ import annotations
 
 import asyncio
-import os
 import threading
 import time
 from collections.abc import Callable
