@@ -12,7 +12,15 @@ from django.http import HttpRequest
 from django.utils.html import format_html
 
 from agents import selectors, services
-from agents.models import Agent, AgentFallback, ApiKey, Message, Provider, Thread
+from agents.models import (
+    Agent,
+    AgentFallback,
+    ApiKey,
+    Message,
+    Provider,
+    RoutingPolicy,
+    Thread,
+)
 
 
 class ProviderForm(forms.ModelForm):
@@ -103,6 +111,16 @@ class AgentAdmin(admin.ModelAdmin):
         if not obj.pk:
             return "Saved agents show their /v1/models entry here."
         return format_html("<pre>{}</pre>", json.dumps(selectors.model_entry(obj), indent=2))
+
+
+@admin.register(RoutingPolicy)
+class RoutingPolicyAdmin(admin.ModelAdmin):
+    """One row: how the model id ``auto`` picks an agent."""
+
+    list_display = ["__str__", "router", "default_agent", "router_timeout_seconds"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return not RoutingPolicy.objects.exists() and super().has_add_permission(request)
 
 
 class ApiKeyForm(forms.ModelForm):

@@ -199,6 +199,11 @@ class Thread(models.Model):
     lock_token = models.CharField(max_length=32, blank=True, editable=False)
     lock_expires_at = models.DateTimeField(null=True, blank=True, editable=False)
     last_error = models.TextField(blank=True)
+    route = models.JSONField(
+        null=True, blank=True,
+        help_text="How a request for a virtual model (auto, team/...) reached this thread's "
+        "agent, and why.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -251,6 +256,29 @@ class Message(models.Model):
 
     def __str__(self) -> str:
         return f"{self.role}: {self.content[:60]}"
+
+
+class RoutingPolicy(models.Model):
+    """How the model id ``auto`` picks an agent (one row). With a router agent its LLM picks
+    among the agents' slugs and descriptions; without one a deterministic ranker (BM25 over
+    the descriptions) does. A failed or unclear pick goes to the default agent."""
+
+    router = models.ForeignKey(
+        Agent, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        help_text="Blank: the deterministic ranker. The router itself is never routed to.",
+    )
+    default_agent = models.ForeignKey(
+        Agent, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        help_text="Where an unclear or failed routing goes (blank: the first agent by slug).",
+    )
+    router_timeout_seconds = models.FloatField(default=10.0, validators=[MinValueValidator(0.1)])
+
+    class Meta:
+        verbose_name = "auto routing policy"
+        verbose_name_plural = "auto routing policy"
+
+    def __str__(self) -> str:
+        return "auto routing"
 
 
 class ConfigStamp(models.Model):

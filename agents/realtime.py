@@ -55,6 +55,8 @@ EVENT_FIELDS: dict[str, tuple[str, ...]] = {
     "thread_created": ("thread",),
     "thread_updated": ("thread_id", "status", "message_count", "last_activity", "error"),
     "error": ("thread_id", "agent", "error"),
+    # a request for ``auto`` went to ``agent`` (method: sticky, router, ranker, default)
+    "route_chosen": ("model", "agent", "method", "reason", "response_id", "elapsed_ms"),
     # an agent's provider failed before its first token and the next one takes over
     "provider_fallback": ("agent", "thread_id", "response_id", "failed_provider",
                           "next_provider", "error"),

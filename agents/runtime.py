@@ -89,6 +89,9 @@ class TurnSpec:
     # message id at once), waiting at most ``lease_wait`` seconds for a busy thread.
     store_first: bool = False
     lease_wait: float | None = None
+    # How a virtual model (``auto``) reached this agent: stored on the thread, and the reply
+    # says so (``X-Gaia-Routed-To``).
+    route: dict[str, Any] | None = None
 
 
 @dataclass
@@ -279,6 +282,8 @@ class Turn:
 
     def reply_headers(self) -> dict[str, str]:
         headers = {"X-Gaia-Thread-Id": str(self.thread_id)}
+        if self.spec.route is not None:
+            headers["X-Gaia-Routed-To"] = self.agent.slug
         if self.result.provider:
             headers["X-Gaia-Provider"] = self.result.provider
         return headers
@@ -514,6 +519,7 @@ class Turn:
             except Exception:  # the turn was never stored: nothing to record it on
                 return
         r = self.result
+        r.route = self.spec.route
         r.text = "".join(self._text)
         r.reasoning = "".join(self._reasoning)
         r.tool_calls = self.tool_calls

@@ -245,6 +245,7 @@ def thread_public(thread: Thread, *, agent: str, client: str) -> dict[str, Any]:
         "created_at": iso(thread.created_at),
         "last_activity": iso(thread.updated_at),
         "error": thread.last_error or None,
+        "route": thread.route,
     }
 
 

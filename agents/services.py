@@ -335,7 +335,43 @@ def agents_import(*, data: dict[str, Any], create_only: bool = False) -> ImportR
         if "fallback_providers" in entry:
             _agent_fallbacks_set(agent, entry["fallback_providers"], providers,
                                  f"agents[{i}] ({slug})", report)
+    if "routing" in data:
+        _routing_policy_set(data["routing"], report)
     return report
+
+
+def _routing_policy_set(entry: Any, report: ImportReport) -> None:
+    """The ``routing:`` section: ``router``, ``default`` (agent slugs or null) and
+    ``router_timeout_seconds``."""
+    from agents.models import RoutingPolicy
+
+    if not isinstance(entry, dict) or set(entry) - {"router", "default",
+                                                    "router_timeout_seconds"}:
+        raise InvalidRequest("routing: a mapping with router, default and "
+                             "router_timeout_seconds.")
+    policy = RoutingPolicy.objects.first() or RoutingPolicy()
+    values: dict[str, Any] = {}
+    for name, attr in (("router", "router"), ("default", "default_agent")):
+        if name in entry:
+            slug = entry[name]
+            agent = Agent.objects.filter(slug=slug).first() if slug else None
+            if slug and agent is None:
+                raise InvalidRequest(f"routing: unknown {name} agent {slug!r}.")
+            values[attr] = agent
+    if "router_timeout_seconds" in entry:
+        values["router_timeout_seconds"] = entry["router_timeout_seconds"]
+    changed = [k for k, v in values.items() if getattr(policy, k) != v]
+    for k in changed:
+        setattr(policy, k, values[k])
+    if policy.pk is not None and not changed:
+        report.unchanged.append("routing")
+        return
+    try:
+        policy.full_clean()
+    except Exception as exc:
+        raise InvalidRequest(f"routing: {exc}") from exc
+    (report.created if policy.pk is None else report.updated).append("routing")
+    policy.save()
 
 
 def _agent_fallbacks_set(agent: Agent, names: Any, providers: dict[str, Provider], what: str,
@@ -413,7 +449,16 @@ def agents_export() -> dict[str, Any]:
         if fallbacks:
             entry["fallback_providers"] = fallbacks
         agents.append(entry)
-    return {"providers": providers, "agents": agents}
+    doc: dict[str, Any] = {"providers": providers, "agents": agents}
+    from agents.models import RoutingPolicy
+
+    policy = RoutingPolicy.objects.select_related("router", "default_agent").first()
+    if policy is not None:
+        doc["routing"] = {
+            "router": policy.router.slug if policy.router else None,
+            "default": policy.default_agent.slug if policy.default_agent else None,
+            "router_timeout_seconds": policy.router_timeout_seconds}
+    return doc
 
 
 # ---------------------------------------------------------------------------------------------
@@ -656,6 +701,7 @@ class TurnResult:
     error: str = ""
     response_id: str = ""
     provider: str = ""  # the provider that answered (an agent may fall back to others)
+    route: dict[str, Any] | None = None  # how a virtual model reached the agent (the thread's)
 
     @property
     def status(self) -> str:
@@ -688,6 +734,8 @@ def thread_turn_finish(
     }
     if result.usage_estimated:
         update["usage_estimated"] = True
+    if result.route is not None:
+        update["route"] = result.route
     replayable = not result.error or result.text or result.tool_calls
     with transaction.atomic():
         seq = start.next_seq

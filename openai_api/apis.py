@@ -23,7 +23,7 @@ from django.utils.decorators import method_decorator
 from django.views import View
 from django.views.decorators.csrf import csrf_exempt
 
-from agents import llm, selectors, services
+from agents import llm, routing, selectors, services
 from agents.backends import backend_for
 from agents.database import ReadNotAvailable, run_db
 from agents.exceptions import (
@@ -147,6 +147,7 @@ class ModelListApi(V1View):
     async def get(self, request: HttpRequest) -> HttpResponse:
         key, _ = await self.authorize(request)
         models = await run_db(selectors.model_list, api_key=key)
+        models += await run_db(routing.virtual_model_list, api_key=key)
         if "anthropic-version" in request.headers:
             data = [selectors.model_entry_anthropic(a) for a in models]
             return json_response({
@@ -159,7 +160,11 @@ class ModelListApi(V1View):
 
 class ModelDetailApi(ModelListApi):
     async def get(self, request: HttpRequest, model_id: str) -> HttpResponse:
-        key, agent = await self.authorize(request, agent_slug=model_id)
+        if routing.is_virtual(model_id):
+            key, _ = await self.authorize(request)
+            agent = await run_db(routing.virtual_model_get, api_key=key, model=model_id)
+        else:
+            key, agent = await self.authorize(request, agent_slug=model_id)
         if "anthropic-version" in request.headers:
             return json_response(selectors.model_entry_anthropic(agent))
         return json_response(selectors.model_entry(agent))
@@ -173,10 +178,13 @@ class ChatCompletionCreateApi(V1View):
         req, canonical = chat.parse_request(data)
         thread_id, session_key = session_from_headers(request.headers)
         response_id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
+        agent, route = await resolve_agent(agent, key, canonical.messages, thread_id=thread_id,
+                                           session_key=session_key, response_id=response_id)
         turn = Turn(TurnSpec(
             agent=agent, api_key=key, request=canonical, dialect="chat",
             response_id=response_id, thread_id=thread_id, session_key=session_key,
             user=req.user, workspace_root=extract_workspace_root(canonical.messages),
+            route=route,
         ))
         await turn.open()
         keepalive = settings.GAIA_KEEPALIVE_SECONDS
@@ -281,12 +289,28 @@ async def parse_and_authorize(view: V1View, request: HttpRequest
     except GaiaError as exc:
         body_error = exc
     model = data.get("model")
-    key, agent = await view.authorize(request, model if isinstance(model, str) else None)
+    virtual = model == routing.AUTO
+    key, agent = await view.authorize(
+        request, model if isinstance(model, str) and not virtual else None)
     if body_error is not None:
         raise body_error
+    if virtual:
+        return data, key, routing.AUTO
     if agent is None:
         raise InvalidRequest("'model' is required.", param="model")
     return data, key, agent
+
+
+async def resolve_agent(target: Any, key: Any, messages: list[llm.Message], *,
+                        thread_id: str | None, session_key: str | None, response_id: str
+                        ) -> tuple[Any, dict[str, Any] | None]:
+    """``(agent, route)``: a virtual model (``auto``) is routed to an agent here; a real
+    agent is itself, without a route."""
+    if target == routing.AUTO:
+        route = await routing.route_choose(api_key=key, messages=messages, thread_id=thread_id,
+                                           session_key=session_key, response_id=response_id)
+        return route.agent, route.as_dict()
+    return target, None
 
 
 async def _open_turn(turn: Turn, *, images_param: str) -> None:
@@ -318,10 +342,13 @@ class ResponseCreateApi(V1View):
                 canonical.messages = history + canonical.messages
                 thread_id, session_key = None, session
         response_id = f"resp_{uuid.uuid4().hex}"
+        agent, route = await resolve_agent(agent, key, canonical.messages, thread_id=thread_id,
+                                           session_key=session_key, response_id=response_id)
         turn = Turn(TurnSpec(
             agent=agent, api_key=key, request=canonical, dialect="responses",
             response_id=response_id, thread_id=thread_id, session_key=session_key,
             user=canonical.user, workspace_root=extract_workspace_root(canonical.messages),
+            route=route,
         ))
         await _open_turn(turn, images_param="input")
         keepalive = settings.GAIA_KEEPALIVE_SECONDS
@@ -387,10 +414,13 @@ class MessageCreateApi(V1View):
         req, canonical = messages.parse_request(data)
         thread_id, session_key = session_from_headers(request.headers)
         message_id = f"msg_{uuid.uuid4().hex[:24]}"
+        agent, route = await resolve_agent(agent, key, canonical.messages, thread_id=thread_id,
+                                           session_key=session_key, response_id=message_id)
         turn = Turn(TurnSpec(
             agent=agent, api_key=key, request=canonical, dialect="messages",
             response_id=message_id, thread_id=thread_id, session_key=session_key,
             user=canonical.user, workspace_root=extract_workspace_root(canonical.messages),
+            route=route,
         ))
         await _open_turn(turn, images_param="messages")
         keepalive = settings.GAIA_KEEPALIVE_SECONDS
@@ -424,6 +454,8 @@ class MessageCountTokensApi(V1View):
     async def post(self, request: HttpRequest) -> HttpResponse:
         data, key, agent = await parse_and_authorize(self, request)
         _, canonical = messages.parse_request(data, require_max_tokens=False)
+        agent, _ = await resolve_agent(agent, key, canonical.messages, thread_id=None,
+                                       session_key=None, response_id="")
         # What the backend would get: the agent's instructions join the client's system text.
         turn = Turn(TurnSpec(agent=agent, api_key=key, request=canonical, dialect="messages",
                              response_id=""))

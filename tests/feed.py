@@ -32,7 +32,10 @@ class FeedListener:
         return self
 
     def _run(self) -> None:
-        self._loop.run_until_complete(self._listen())
+        try:
+            self._loop.run_until_complete(self._listen())
+        finally:
+            self._loop.close()
 
     async def _listen(self) -> None:
         from channels_redis.core import RedisChannelLayer
@@ -57,6 +60,7 @@ class FeedListener:
                     self.events.extend(message.get("events", []))
         finally:
             await layer.group_discard(FEED_GROUP, channel)
+            await layer.close_pools()
 
     def stop(self) -> None:
         if self._stop is not None:
