@@ -19,6 +19,8 @@ from agents.models import (
     Message,
     Provider,
     RoutingPolicy,
+    Team,
+    TeamMember,
     Thread,
 )
 
@@ -111,6 +113,32 @@ class AgentAdmin(admin.ModelAdmin):
         if not obj.pk:
             return "Saved agents show their /v1/models entry here."
         return format_html("<pre>{}</pre>", json.dumps(selectors.model_entry(obj), indent=2))
+
+
+class TeamMemberInline(admin.TabularInline):
+    model = TeamMember
+    extra = 1
+    fields = ["position", "agent"]
+    verbose_name = "member"
+
+
+@admin.register(Team)
+class TeamAdmin(admin.ModelAdmin):
+    """Teams: clients ask for the model ``team/<slug>``."""
+
+    list_display = ["__str__", "display_name", "mode", "leader", "member_list", "enabled"]
+    list_filter = ["mode", "enabled"]
+    search_fields = ["slug", "display_name", "description"]
+    inlines = [TeamMemberInline]
+    fieldsets = [
+        (None, {"fields": ["slug", "display_name", "description", "enabled"]}),
+        ("Work", {"fields": ["leader", "mode"]}),
+        ("Limits", {"fields": ["max_total_tokens", "max_seconds", "member_timeout_seconds"]}),
+    ]
+
+    @admin.display(description="members")
+    def member_list(self, obj: Team) -> str:
+        return ", ".join(m.agent.slug for m in obj.memberships.select_related("agent"))
 
 
 @admin.register(RoutingPolicy)

@@ -246,6 +246,13 @@ class Message(models.Model):
     provider = models.CharField(
         max_length=100, blank=True, help_text="The provider that produced this reply."
     )
+    # Who spoke to whom; blank: derived from the role (the client and the thread's agent).
+    sender = models.CharField(max_length=100, blank=True)
+    recipient = models.CharField(max_length=100, blank=True)
+    internal = models.BooleanField(
+        default=False, help_text="A team's inner work (leader and members), not part of the "
+        "conversation the client holds.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -256,6 +263,58 @@ class Message(models.Model):
 
     def __str__(self) -> str:
         return f"{self.role}: {self.content[:60]}"
+
+
+class Team(models.Model):
+    """Several agents answering one request; clients ask for the model ``team/<slug>``.
+
+    ``coordinate``: the leader splits the task, members answer their parts, the leader writes
+    the answer. ``collaborate``: every member answers the whole task, the leader synthesises.
+    ``route``: the leader hands the whole request to one member, whose reply is the answer."""
+
+    class Mode(models.TextChoices):
+        COORDINATE = "coordinate"
+        COLLABORATE = "collaborate"
+        ROUTE = "route"
+
+    slug = models.SlugField(max_length=100, unique=True,
+                            help_text="Clients ask for the model team/<slug>.")
+    display_name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    leader = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="+")
+    members = models.ManyToManyField(Agent, through="TeamMember", related_name="teams")
+    mode = models.CharField(max_length=20, choices=Mode.choices, default=Mode.COORDINATE)
+    max_total_tokens = models.PositiveIntegerField(
+        default=32000, help_text="Every call's input and output tokens together; 0 = no limit.")
+    max_seconds = models.FloatField(default=300.0, validators=[MinValueValidator(0.1)],
+                                    help_text="Wall time for the whole team turn.")
+    member_timeout_seconds = models.FloatField(
+        default=120.0, validators=[MinValueValidator(0.1)],
+        help_text="A member that has not answered by then is reported as timed out.")
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return f"team/{self.slug}"
+
+
+class TeamMember(models.Model):
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="memberships")
+    agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="+")
+    position = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["team", "position", "pk"]
+        constraints = [
+            models.UniqueConstraint(fields=["team", "agent"], name="team_member_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.team} member {self.agent}"
 
 
 class RoutingPolicy(models.Model):

@@ -57,6 +57,8 @@ EVENT_FIELDS: dict[str, tuple[str, ...]] = {
     "error": ("thread_id", "agent", "error"),
     # a request for ``auto`` went to ``agent`` (method: sticky, router, ranker, default)
     "route_chosen": ("model", "agent", "method", "reason", "response_id", "elapsed_ms"),
+    # a team's inner work as it happens (step: plan, task, reply, failed, route, answer)
+    "team_step": ("team", "thread_id", "response_id", "step", "sender", "recipient", "text"),
     # an agent's provider failed before its first token and the next one takes over
     "provider_fallback": ("agent", "thread_id", "response_id", "failed_provider",
                           "next_provider", "error"),

@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from agents import bm25, llm, realtime, selectors, services
+from agents import bm25, llm, realtime, selectors, services, teams
 from agents.backends import backend_for, fallback_stream
 from agents.database import run_db
 from agents.exceptions import AgentNotFound
@@ -103,20 +103,27 @@ class VirtualModel:
 
 
 def is_virtual(model: str) -> bool:
-    return model == AUTO
+    """Whether ``model`` names no single agent: ``auto`` or ``team/<slug>``."""
+    return model == AUTO or model.startswith(teams.TEAM_PREFIX)
 
 
 def virtual_model_list(*, api_key: ApiKey | None) -> list[VirtualModel]:
-    """``auto`` when it has an agent to route to for this key."""
+    """``auto`` when it has an agent to route to for this key, then the key's teams."""
+    out = []
     candidates = routing_candidates(api_key=api_key)
-    if not candidates:
-        return []
-    return [VirtualModel(
-        AUTO, "Auto (routes to the best agent)",
-        "Routes each request to the agent whose description fits it best.",
-        min(a.created_at for a in candidates),
-        min(a.max_input_tokens for a in candidates),
-        max(a.max_output_tokens for a in candidates))]
+    if candidates:
+        out.append(VirtualModel(
+            AUTO, "Auto (routes to the best agent)",
+            "Routes each request to the agent whose description fits it best.",
+            min(a.created_at for a in candidates),
+            min(a.max_input_tokens for a in candidates),
+            max(a.max_output_tokens for a in candidates)))
+    for t in teams.team_list(api_key=api_key):
+        out.append(VirtualModel(
+            t.model_id, t.team.display_name,
+            t.team.description or f"A team ({t.team.mode}) led by {t.leader.slug}.",
+            t.team.created_at, t.leader.max_input_tokens, t.leader.max_output_tokens))
+    return out
 
 
 def virtual_model_get(*, api_key: ApiKey | None, model: str) -> VirtualModel:

@@ -276,6 +276,11 @@ class Turn:
         return self._start
 
     @property
+    def model(self) -> str:
+        """The model id the reply names: the agent that answered."""
+        return self.agent.slug
+
+    @property
     def thread_id(self) -> Any:
         assert self._start is not None, "the turn's thread is known once first() returned"
         return self._start.thread_id

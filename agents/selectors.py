@@ -145,7 +145,7 @@ def thread_branch_for_response(*, response_id: str, api_key: ApiKey | None
     thread = row.thread
     if row.seq == thread.message_count - 1:
         return str(thread.pk), thread.session_key, None
-    rows = thread.messages.filter(seq__lte=row.seq).order_by("seq")
+    rows = thread.messages.filter(seq__lte=row.seq, internal=False).order_by("seq")
     return str(thread.pk), thread.session_key, [services.message_from_row(r) for r in rows]
 
 
@@ -196,6 +196,10 @@ def message_public(row: Message, *, agent: str, client: str) -> dict[str, Any]:
     else:  # user messages and tool results both come from the client
         sender, recipient = client, agent
         payload_type = "tool_result" if row.role == Message.Role.TOOL else "text"
+    if row.sender:  # a team's inner work, or a reply by a member: who spoke is stored
+        sender, recipient = row.sender, row.recipient or recipient
+        if row.internal and row.role == Message.Role.USER:
+            payload_type = "task"
     payload: dict[str, Any] = {"content": row.content}
     if row.reasoning:
         payload["reasoning"] = row.reasoning
@@ -224,6 +228,7 @@ def message_public(row: Message, *, agent: str, client: str) -> dict[str, Any]:
         "response_id": row.response_id or None,
         "dialect": row.dialect or None,
         "provider": row.provider or None,
+        "internal": row.internal,
     }
 
 

@@ -337,7 +337,83 @@ def agents_import(*, data: dict[str, Any], create_only: bool = False) -> ImportR
                                  f"agents[{i}] ({slug})", report)
     if "routing" in data:
         _routing_policy_set(data["routing"], report)
+    for i, entry in enumerate(data.get("teams") or []):
+        _team_import(i, entry, report, create_only=create_only)
     return report
+
+
+TEAM_FIELDS = ("display_name", "description", "mode", "max_total_tokens", "max_seconds",
+               "member_timeout_seconds", "enabled")
+
+
+def _team_import(i: int, entry: Any, report: ImportReport, *, create_only: bool) -> None:
+    """One ``teams:`` entry: ``slug``, ``leader`` and ``members`` (agent slugs, in order)
+    and :data:`TEAM_FIELDS`."""
+    from agents.models import Team, TeamMember
+
+    if not isinstance(entry, dict) or not entry.get("slug"):
+        raise InvalidRequest(f"teams[{i}] needs a slug.")
+    slug = entry["slug"]
+    what = f"teams[{i}] ({slug})"
+    unknown = set(entry) - {"slug", "leader", "members", *TEAM_FIELDS}
+    if unknown:
+        raise InvalidRequest(f"{what}: unknown fields {sorted(unknown)}.")
+    team = Team.objects.filter(slug=slug).first() or Team(slug=slug)
+    if create_only and team.pk is not None:
+        report.unchanged.append(f"team:{slug}")
+        return
+    values = {k: entry[k] for k in TEAM_FIELDS if k in entry}
+    agents = {a.slug: a for a in Agent.objects.all()}
+    if "leader" in entry:
+        if entry["leader"] not in agents:
+            raise InvalidRequest(f"{what}: unknown leader agent {entry['leader']!r}.")
+        values["leader"] = agents[entry["leader"]]
+    elif team.pk is None:
+        raise InvalidRequest(f"{what} needs a leader.")
+    members = entry.get("members")
+    if members is not None:
+        if not isinstance(members, list) or not all(isinstance(m, str) for m in members):
+            raise InvalidRequest(f"{what}: members must be a list of agent slugs.")
+        missing = [m for m in members if m not in agents]
+        if missing:
+            raise InvalidRequest(f"{what}: unknown member agents {missing}.")
+        if len(set(members)) != len(members):
+            raise InvalidRequest(f"{what}: members repeats an agent.")
+    elif team.pk is None:
+        raise InvalidRequest(f"{what} needs members.")
+    values.setdefault("display_name", team.display_name or slug)
+    label = f"team:{slug}"
+    current = {k: (team.leader_id if k == "leader" and team.pk else getattr(team, k, None))
+               for k in values}
+    changed = [k for k, v in values.items()
+               if current[k] != (v.pk if k == "leader" else v)]
+    for k in changed:
+        setattr(team, k, values[k])
+    from django.core.exceptions import ValidationError
+
+    try:
+        team.full_clean()
+    except ValidationError as exc:
+        raise InvalidRequest(f"team {slug}: {exc.message_dict}") from exc
+    is_new = team.pk is None
+    if is_new or changed:
+        team.save()
+    members_changed = False
+    if members is not None:
+        now = list(team.memberships.order_by("position", "pk").values_list("agent__slug",
+                                                                           flat=True))
+        if now != members:
+            team.memberships.all().delete()
+            TeamMember.objects.bulk_create([TeamMember(team=team, agent=agents[m], position=n)
+                                            for n, m in enumerate(members)])
+            config_changed(reason="team_members")
+            members_changed = True
+    if is_new:
+        report.created.append(label)
+    elif changed or members_changed:
+        report.updated.append(label)
+    else:
+        report.unchanged.append(label)
 
 
 def _routing_policy_set(entry: Any, report: ImportReport) -> None:
@@ -450,8 +526,17 @@ def agents_export() -> dict[str, Any]:
             entry["fallback_providers"] = fallbacks
         agents.append(entry)
     doc: dict[str, Any] = {"providers": providers, "agents": agents}
-    from agents.models import RoutingPolicy
+    from agents.models import RoutingPolicy, Team
 
+    teams = []
+    for t in Team.objects.select_related("leader").order_by("slug"):
+        entry = {"slug": t.slug, "leader": t.leader.slug, "members": list(
+            t.memberships.order_by("position", "pk").values_list("agent__slug", flat=True))}
+        for k in TEAM_FIELDS:
+            entry[k] = getattr(t, k)
+        teams.append(entry)
+    if teams:
+        doc["teams"] = teams
     policy = RoutingPolicy.objects.select_related("router", "default_agent").first()
     if policy is not None:
         doc["routing"] = {
@@ -629,7 +714,8 @@ def thread_turn_begin(
             return create(None)
         if stateful:
             stored = [
-                message_from_row(r) for r in thread.messages.order_by("seq")
+                message_from_row(r) for r in thread.messages.filter(internal=False)
+                .order_by("seq")
                 if not (r.role == "assistant" and r.finish_reason in FAILED_FINISHES
                         and not r.content and not r.tool_calls)
             ]
@@ -702,6 +788,7 @@ class TurnResult:
     response_id: str = ""
     provider: str = ""  # the provider that answered (an agent may fall back to others)
     route: dict[str, Any] | None = None  # how a virtual model reached the agent (the thread's)
+    sender: str = ""  # who answered, when not the thread's agent (a team member)
 
     @property
     def status(self) -> str:
@@ -763,6 +850,7 @@ def thread_turn_finish(
         row.ttft_ms = result.ttft_ms
         row.response_id = result.response_id
         row.provider = result.provider
+        row.sender = result.sender
         row.save(force_insert=True)
         _announce_turn_finish(start=start, result=result, row=row, now=now)
 
@@ -794,3 +882,58 @@ def _announce_turn_finish(*, start: TurnStart, result: TurnResult, row: Message,
         queue_depth=selectors.queue_depth(agent_id=thread["agent_id"])))
     for e in events:
         realtime.send_event_on_commit(e)
+
+
+# ---------------------------------------------------------------------------------------------
+# Teams: the inner messages of a team turn
+
+
+@dataclass
+class InnerMessage:
+    """One step of a team's inner work: a task (``role="user"``, leader to member) or a
+    member's reply (``role="assistant"``, member to leader)."""
+
+    sender: str
+    recipient: str
+    role: str
+    content: str
+    reasoning: str = ""
+    finish_reason: str = ""
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    usage_estimated: bool = False
+    latency_ms: int | None = None
+    ttft_ms: int | None = None
+    provider: str = ""
+
+
+@transaction.atomic
+def team_messages_store(*, start: TurnStart, messages: list[InnerMessage]) -> list[Message]:
+    """Store a team's inner messages in its thread, after what the turn stored so far
+    (``start.next_seq`` moves on, so the team's answer lands after them). The caller holds
+    the thread's lease. They never join the history a client holds (``internal``); their
+    tokens count in the thread's usage. The feed hears of each once stored."""
+    rows = []
+    for m in messages:
+        rows.append(Message(
+            thread_id=start.thread_id, seq=start.next_seq + len(rows), role=m.role,
+            content=m.content, reasoning=m.reasoning, finish_reason=m.finish_reason,
+            input_tokens=m.input_tokens, output_tokens=m.output_tokens,
+            usage_estimated=m.usage_estimated, latency_ms=m.latency_ms, ttft_ms=m.ttft_ms,
+            provider=m.provider, sender=m.sender, recipient=m.recipient, internal=True,
+            dialect="team"))
+    rows = Message.objects.bulk_create(rows)
+    start.next_seq += len(rows)
+    update: dict[str, Any] = {
+        "message_count": start.next_seq,
+        "input_tokens": F("input_tokens") + sum(m.input_tokens or 0 for m in messages),
+        "output_tokens": F("output_tokens") + sum(m.output_tokens or 0 for m in messages),
+        "updated_at": timezone.now(),
+    }
+    if any(m.usage_estimated for m in messages):
+        update["usage_estimated"] = True
+    Thread.objects.filter(pk=start.thread_id).update(**update)
+    for row in rows:
+        realtime.send_event_on_commit(realtime.event("message", message=selectors.message_public(
+            row, agent=row.sender, client=row.recipient)))
+    return rows

@@ -23,7 +23,7 @@ from django.utils.decorators import method_decorator
 from django.views import View
 from django.views.decorators.csrf import csrf_exempt
 
-from agents import llm, routing, selectors, services
+from agents import llm, routing, selectors, services, teams
 from agents.backends import backend_for
 from agents.database import ReadNotAvailable, run_db
 from agents.exceptions import (
@@ -178,14 +178,15 @@ class ChatCompletionCreateApi(V1View):
         req, canonical = chat.parse_request(data)
         thread_id, session_key = session_from_headers(request.headers)
         response_id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
-        agent, route = await resolve_agent(agent, key, canonical.messages, thread_id=thread_id,
-                                           session_key=session_key, response_id=response_id)
-        turn = Turn(TurnSpec(
+        agent, route, team = await resolve_agent(
+            agent, key, canonical.messages, thread_id=thread_id, session_key=session_key,
+            response_id=response_id)
+        turn = turn_create(TurnSpec(
             agent=agent, api_key=key, request=canonical, dialect="chat",
             response_id=response_id, thread_id=thread_id, session_key=session_key,
             user=req.user, workspace_root=extract_workspace_root(canonical.messages),
             route=route,
-        ))
+        ), team)
         await turn.open()
         keepalive = settings.GAIA_KEEPALIVE_SECONDS
         if not req.stream:
@@ -193,14 +194,14 @@ class ChatCompletionCreateApi(V1View):
             result = await turn.collect(first)
             return json_response(
                 chat.render_completion(
-                    response_id=response_id, model=agent.slug, created=int(time.time()),
+                    response_id=response_id, model=turn.model, created=int(time.time()),
                     text=result.text, reasoning=result.reasoning, tool_calls=result.tool_calls,
                     finish_reason=result.finish_reason, usage=turn.usage,
                 ),
                 headers=turn.reply_headers(),
             )
         chunks = chat.ChunkStream(
-            response_id=response_id, model=agent.slug,
+            response_id=response_id, model=turn.model,
             include_usage=bool(req.stream_options and req.stream_options.include_usage),
         )
         response, start = sse_response(), chunks.start()
@@ -289,13 +290,13 @@ async def parse_and_authorize(view: V1View, request: HttpRequest
     except GaiaError as exc:
         body_error = exc
     model = data.get("model")
-    virtual = model == routing.AUTO
+    virtual = isinstance(model, str) and routing.is_virtual(model)
     key, agent = await view.authorize(
         request, model if isinstance(model, str) and not virtual else None)
     if body_error is not None:
         raise body_error
     if virtual:
-        return data, key, routing.AUTO
+        return data, key, model
     if agent is None:
         raise InvalidRequest("'model' is required.", param="model")
     return data, key, agent
@@ -303,14 +304,22 @@ async def parse_and_authorize(view: V1View, request: HttpRequest
 
 async def resolve_agent(target: Any, key: Any, messages: list[llm.Message], *,
                         thread_id: str | None, session_key: str | None, response_id: str
-                        ) -> tuple[Any, dict[str, Any] | None]:
-    """``(agent, route)``: a virtual model (``auto``) is routed to an agent here; a real
-    agent is itself, without a route."""
+                        ) -> tuple[Any, dict[str, Any] | None, teams.LoadedTeam | None]:
+    """``(agent, route, team)``: ``auto`` is routed to an agent here, ``team/<slug>`` is its
+    team (and its leader); a real agent is itself."""
     if target == routing.AUTO:
         route = await routing.route_choose(api_key=key, messages=messages, thread_id=thread_id,
                                            session_key=session_key, response_id=response_id)
-        return route.agent, route.as_dict()
-    return target, None
+        return route.agent, route.as_dict(), None
+    if isinstance(target, str):
+        team = await run_db(teams.team_get, api_key=key, model=target)
+        return team.leader, None, team
+    return target, None, None
+
+
+def turn_create(spec: TurnSpec, team: teams.LoadedTeam | None) -> Any:
+    """The turn for ``spec``: one agent's, or a team's (same interface)."""
+    return teams.TeamTurn(spec, team) if team is not None else Turn(spec)
 
 
 async def _open_turn(turn: Turn, *, images_param: str) -> None:
@@ -342,14 +351,15 @@ class ResponseCreateApi(V1View):
                 canonical.messages = history + canonical.messages
                 thread_id, session_key = None, session
         response_id = f"resp_{uuid.uuid4().hex}"
-        agent, route = await resolve_agent(agent, key, canonical.messages, thread_id=thread_id,
-                                           session_key=session_key, response_id=response_id)
-        turn = Turn(TurnSpec(
+        agent, route, team = await resolve_agent(
+            agent, key, canonical.messages, thread_id=thread_id, session_key=session_key,
+            response_id=response_id)
+        turn = turn_create(TurnSpec(
             agent=agent, api_key=key, request=canonical, dialect="responses",
             response_id=response_id, thread_id=thread_id, session_key=session_key,
             user=canonical.user, workspace_root=extract_workspace_root(canonical.messages),
             route=route,
-        ))
+        ), team)
         await _open_turn(turn, images_param="input")
         keepalive = settings.GAIA_KEEPALIVE_SECONDS
         echo = responses.echo_fields(req)
@@ -358,7 +368,7 @@ class ResponseCreateApi(V1View):
             result = await turn.collect(first)
             return json_response(
                 responses.render_response(
-                    response_id=response_id, model=agent.slug, created_at=int(time.time()),
+                    response_id=response_id, model=turn.model, created_at=int(time.time()),
                     status=responses.STATUS.get(result.finish_reason, "completed"),
                     output=responses.output_items(
                         response_id=response_id, text=result.text, reasoning=result.reasoning,
@@ -367,7 +377,7 @@ class ResponseCreateApi(V1View):
                 ),
                 headers=turn.reply_headers(),
             )
-        stream = responses.ResponseEventStream(response_id=response_id, model=agent.slug,
+        stream = responses.ResponseEventStream(response_id=response_id, model=turn.model,
                                                echo=echo)
         response, start = sse_response(), stream.start()
         first = await turn.first(wait=keepalive)
@@ -414,14 +424,15 @@ class MessageCreateApi(V1View):
         req, canonical = messages.parse_request(data)
         thread_id, session_key = session_from_headers(request.headers)
         message_id = f"msg_{uuid.uuid4().hex[:24]}"
-        agent, route = await resolve_agent(agent, key, canonical.messages, thread_id=thread_id,
-                                           session_key=session_key, response_id=message_id)
-        turn = Turn(TurnSpec(
+        agent, route, team = await resolve_agent(
+            agent, key, canonical.messages, thread_id=thread_id, session_key=session_key,
+            response_id=message_id)
+        turn = turn_create(TurnSpec(
             agent=agent, api_key=key, request=canonical, dialect="messages",
             response_id=message_id, thread_id=thread_id, session_key=session_key,
             user=canonical.user, workspace_root=extract_workspace_root(canonical.messages),
             route=route,
-        ))
+        ), team)
         await _open_turn(turn, images_param="messages")
         keepalive = settings.GAIA_KEEPALIVE_SECONDS
         if not req.stream:
@@ -429,7 +440,7 @@ class MessageCreateApi(V1View):
             result = await turn.collect(first)
             return json_response(
                 messages.render_message(
-                    message_id=message_id, model=agent.slug, text=result.text,
+                    message_id=message_id, model=turn.model, text=result.text,
                     reasoning=result.reasoning, tool_calls=result.tool_calls,
                     finish_reason=result.finish_reason, usage=turn.usage,
                 ),
@@ -437,7 +448,7 @@ class MessageCreateApi(V1View):
             )
         assert turn.request is not None
         input_tokens, _ = backend_for(agent.provider).count_tokens(turn.request)
-        stream = messages.MessageEventStream(message_id=message_id, model=agent.slug)
+        stream = messages.MessageEventStream(message_id=message_id, model=turn.model)
         response, start = sse_response(), stream.start(input_tokens)
         first = await turn.first(wait=keepalive)
         return sse_stream(response, turn, turn_sse(
@@ -454,8 +465,8 @@ class MessageCountTokensApi(V1View):
     async def post(self, request: HttpRequest) -> HttpResponse:
         data, key, agent = await parse_and_authorize(self, request)
         _, canonical = messages.parse_request(data, require_max_tokens=False)
-        agent, _ = await resolve_agent(agent, key, canonical.messages, thread_id=None,
-                                       session_key=None, response_id="")
+        agent, _, _ = await resolve_agent(agent, key, canonical.messages, thread_id=None,
+                                          session_key=None, response_id="")
         # What the backend would get: the agent's instructions join the client's system text.
         turn = Turn(TurnSpec(agent=agent, api_key=key, request=canonical, dialect="messages",
                              response_id=""))
