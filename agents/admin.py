@@ -16,6 +16,8 @@ from agents.models import (
     Agent,
     AgentFallback,
     ApiKey,
+    KnowledgeBase,
+    KnowledgeDocument,
     Message,
     Provider,
     RoutingPolicy,
@@ -94,6 +96,7 @@ class AgentFallbackInline(admin.TabularInline):
 @admin.register(Agent)
 class AgentAdmin(admin.ModelAdmin):
     inlines = [AgentFallbackInline]
+    filter_horizontal = ["knowledge_bases"]
     list_display = ["slug", "display_name", "provider", "model_name", "tool", "enabled",
                     "updated_at"]
     list_filter = ["enabled", "provider", "provider__kind", "tool"]
@@ -102,7 +105,8 @@ class AgentAdmin(admin.ModelAdmin):
     readonly_fields = ["models_preview", "created_at", "updated_at"]
     fieldsets = [
         (None, {"fields": ["slug", "display_name", "description", "enabled"]}),
-        ("Behaviour", {"fields": ["instructions", "provider", "upstream_model", "tool"]}),
+        ("Behaviour", {"fields": ["instructions", "provider", "upstream_model", "tool",
+                                  "knowledge_bases"]}),
         ("Generation", {"fields": ["temperature", "top_p", "max_input_tokens",
                                    "max_output_tokens"]}),
         ("As clients see it", {"fields": ["models_preview", "created_at", "updated_at"]}),
@@ -139,6 +143,82 @@ class TeamAdmin(admin.ModelAdmin):
     @admin.display(description="members")
     def member_list(self, obj: Team) -> str:
         return ", ".join(m.agent.slug for m in obj.memberships.select_related("agent"))
+
+
+class KnowledgeBaseForm(forms.ModelForm):
+    upload = forms.FileField(
+        required=False, label="Add a document",
+        help_text="Text, Markdown or PDF; indexed in the background (progress on the feed). "
+        "A document of the same name is replaced.")
+
+    class Meta:
+        model = KnowledgeBase
+        fields = ["slug", "name", "description", "chunk_chars", "chunk_overlap", "top_k"]
+
+    def clean_upload(self) -> Any:
+        upload = self.cleaned_data.get("upload")
+        if upload is not None:
+            from agents import knowledge
+
+            data = upload.read()
+            try:
+                kind = knowledge.document_kind(upload.name, data)
+                if kind == KnowledgeDocument.Kind.PDF and data[:5] != b"%PDF-":
+                    raise forms.ValidationError("Not a PDF file.")
+                if kind != KnowledgeDocument.Kind.PDF:
+                    data.decode("utf-8-sig")
+            except UnicodeDecodeError:
+                raise forms.ValidationError("Text and Markdown must be UTF-8.") from None
+            if not data:
+                raise forms.ValidationError("The file is empty.")
+            self.upload_data = (upload.name, data)
+        return upload
+
+
+class KnowledgeDocumentInline(admin.TabularInline):
+    model = KnowledgeDocument
+    extra = 0
+    fields = ["name", "kind", "status", "chunk_count", "error", "created_at", "indexed_at"]
+    readonly_fields = fields
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.action(description="Re-index selected knowledge bases")
+def reindex_knowledge_bases(modeladmin: Any, request: HttpRequest, queryset: Any) -> None:
+    from agents import knowledge
+
+    count = sum(knowledge.knowledge_base_reindex(knowledge_base=kb) for kb in queryset)
+    modeladmin.message_user(request, f"Queued {count} document(s) for indexing.")
+
+
+@admin.register(KnowledgeBase)
+class KnowledgeBaseAdmin(admin.ModelAdmin):
+    form = KnowledgeBaseForm
+    list_display = ["slug", "name", "document_count", "chunk_total", "top_k", "updated_at"]
+    search_fields = ["slug", "name", "description"]
+    inlines = [KnowledgeDocumentInline]
+    actions = [reindex_knowledge_bases]
+
+    @admin.display(description="documents")
+    def document_count(self, obj: KnowledgeBase) -> int:
+        return obj.documents.count()
+
+    @admin.display(description="passages")
+    def chunk_total(self, obj: KnowledgeBase) -> int:
+        return obj.chunks.count()
+
+    def save_model(self, request: HttpRequest, obj: KnowledgeBase, form: Any,
+                   change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        upload = getattr(form, "upload_data", None)
+        if upload is not None:
+            from agents import knowledge
+
+            name, data = upload
+            knowledge.knowledge_document_add(knowledge_base=obj, name=name, data=data)
+            messages.info(request, f"{name} is being indexed in the background.")
 
 
 @admin.register(RoutingPolicy)

@@ -59,6 +59,11 @@ EVENT_FIELDS: dict[str, tuple[str, ...]] = {
     "route_chosen": ("model", "agent", "method", "reason", "response_id", "elapsed_ms"),
     # a team's inner work as it happens (step: plan, task, reply, failed, route, answer)
     "team_step": ("team", "thread_id", "response_id", "step", "sender", "recipient", "text"),
+    # a knowledge base's document being indexed (status: queued, indexing, ready, error)
+    "kb_indexing": ("knowledge_base", "document", "document_id", "status", "progress",
+                    "chunks", "error"),
+    # the knowledge-base passages a turn gave its model
+    "knowledge_used": ("agent", "thread_id", "response_id", "passages"),
     # an agent's provider failed before its first token and the next one takes over
     "provider_fallback": ("agent", "thread_id", "response_id", "failed_provider",
                           "next_provider", "error"),

@@ -125,6 +125,7 @@ class Turn:
         self._registered: str | None = None  # the thread id this turn is registered under
         self._delta_at = 0.0  # when the feed last heard of this reply's progress
         self._delta_sent = (0, 0, 0)  # text, reasoning and tool-call parts already published
+        self._passages: list[dict[str, Any]] | None = None  # knowledge the model was given
         realtime.bind()
 
     # -- opening ---------------------------------------------------------------------------
@@ -167,6 +168,8 @@ class Turn:
             self.request = self.build_request(client.messages, workspace)
             exclusive = bool(spec.session_key)
             self._begin_later = lambda: self._begin_once(workspace, exclusive=exclusive)
+        if getattr(spec.agent, "knowledge_base_ids", None):
+            await self._add_knowledge()
         limit = spec.agent.max_input_tokens
         if limit:
             used, _ = backend.count_tokens(self.request)
@@ -178,6 +181,29 @@ class Turn:
                 raise error
         if settings.GAIA_SHOW_PROMPTS:
             prompt_log.debug("prompt to %s: %r", spec.agent.provider.name, self.request)
+
+    async def _add_knowledge(self) -> None:
+        """Give the model the best passages of the agent's knowledge bases for the
+        conversation (the last user message, and the one before), with their sources; the
+        reply records which (``Message.passages``, ``X-Gaia-Passages``, the feed)."""
+        from agents import knowledge
+
+        assert self.request is not None
+        users = [m.text for m in self.request.messages if m.role == "user" and m.text.strip()]
+        query = " ".join(users[-2:])
+        if not query:
+            return
+        passages = await run_db(knowledge.knowledge_retrieve,
+                                knowledge_base_ids=self.agent.knowledge_base_ids, query=query)
+        if not passages:
+            return
+        system = self.request.system
+        self.request = self.request.replace(system=(system + "\n\n" if system else "")
+                                            + knowledge.passages_prompt(passages))
+        self._passages = [{k: v for k, v in p.items() if k != "text"} for p in passages]
+        realtime.send_event(realtime.event(
+            "knowledge_used", agent=self.agent.slug, thread_id=self._registered,
+            response_id=self.spec.response_id, passages=self._passages))
 
     async def _begin_once(self, workspace: str | None, *, exclusive: bool
                           ) -> services.TurnStart | None:
@@ -291,6 +317,8 @@ class Turn:
             headers["X-Gaia-Routed-To"] = self.agent.slug
         if self.result.provider:
             headers["X-Gaia-Provider"] = self.result.provider
+        if self._passages:
+            headers["X-Gaia-Passages"] = ",".join(str(p["chunk_id"]) for p in self._passages)
         return headers
 
     def build_request(self, history: list[llm.Message], workspace: str | None) -> llm.LLMRequest:
@@ -525,6 +553,7 @@ class Turn:
                 return
         r = self.result
         r.route = self.spec.route
+        r.passages = self._passages
         r.text = "".join(self._text)
         r.reasoning = "".join(self._reasoning)
         r.tool_calls = self.tool_calls

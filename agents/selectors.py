@@ -106,6 +106,8 @@ def agent_provider_chain_load(agent: Agent) -> list[Any]:
     order (what :func:`agents.backends.fallback_stream` tries; the turn runtime reads it)."""
     fallbacks = agent.fallbacks.select_related("provider").order_by("position", "pk")
     agent.provider_chain = [agent.provider, *(f.provider for f in fallbacks)]
+    # and the knowledge bases its turns retrieve from (agents.knowledge)
+    agent.knowledge_base_ids = list(agent.knowledge_bases.values_list("pk", flat=True))
     return agent.provider_chain
 
 
@@ -229,6 +231,7 @@ def message_public(row: Message, *, agent: str, client: str) -> dict[str, Any]:
         "dialect": row.dialect or None,
         "provider": row.provider or None,
         "internal": row.internal,
+        "passages": row.passages,
     }
 
 

@@ -309,11 +309,14 @@ def agents_import(*, data: dict[str, Any], create_only: bool = False) -> ImportR
         provider = providers.get(name) or Provider(name=name)
         _apply(provider, values, f"provider {name}", report, label=f"provider:{name}")
         providers[name] = provider
+    for i, entry in enumerate(data.get("knowledge_bases") or []):
+        _knowledge_base_import(i, entry, report, create_only=create_only)
     for i, entry in enumerate(data.get("agents") or []):
         if not isinstance(entry, dict) or not entry.get("slug"):
             raise InvalidRequest(f"agents[{i}] needs a slug.")
         slug = entry["slug"]
-        unknown = set(entry) - {"slug", "provider", "fallback_providers", *AGENT_FIELDS}
+        unknown = set(entry) - {"slug", "provider", "fallback_providers", "knowledge_bases",
+                                *AGENT_FIELDS}
         if unknown:
             raise InvalidRequest(f"agents[{i}] ({slug}): unknown fields {sorted(unknown)}.")
         agent = Agent.objects.filter(slug=slug).first() or Agent(slug=slug)
@@ -335,6 +338,9 @@ def agents_import(*, data: dict[str, Any], create_only: bool = False) -> ImportR
         if "fallback_providers" in entry:
             _agent_fallbacks_set(agent, entry["fallback_providers"], providers,
                                  f"agents[{i}] ({slug})", report)
+        if "knowledge_bases" in entry:
+            _agent_knowledge_set(agent, entry["knowledge_bases"], f"agents[{i}] ({slug})",
+                                 report)
     if "routing" in data:
         _routing_policy_set(data["routing"], report)
     for i, entry in enumerate(data.get("teams") or []):
@@ -414,6 +420,64 @@ def _team_import(i: int, entry: Any, report: ImportReport, *, create_only: bool)
         report.updated.append(label)
     else:
         report.unchanged.append(label)
+
+
+KNOWLEDGE_BASE_FIELDS = ("name", "description", "chunk_chars", "chunk_overlap", "top_k")
+
+
+def _knowledge_base_import(i: int, entry: Any, report: ImportReport, *,
+                           create_only: bool) -> None:
+    """One ``knowledge_bases:`` entry: :data:`KNOWLEDGE_BASE_FIELDS` and ``documents``
+    (file paths; each is added, and indexed in the background, unless a document of that
+    name is already there)."""
+    from pathlib import Path
+
+    from agents import knowledge
+    from agents.models import KnowledgeBase
+
+    if not isinstance(entry, dict) or not entry.get("slug"):
+        raise InvalidRequest(f"knowledge_bases[{i}] needs a slug.")
+    slug = entry["slug"]
+    unknown = set(entry) - {"slug", "documents", *KNOWLEDGE_BASE_FIELDS}
+    if unknown:
+        raise InvalidRequest(f"knowledge_bases[{i}] ({slug}): unknown fields "
+                             f"{sorted(unknown)}.")
+    kb = KnowledgeBase.objects.filter(slug=slug).first() or KnowledgeBase(slug=slug)
+    if create_only and kb.pk is not None:
+        report.unchanged.append(f"knowledge_base:{slug}")
+        return
+    values = {k: entry[k] for k in KNOWLEDGE_BASE_FIELDS if k in entry}
+    values.setdefault("name", kb.name or slug)
+    _apply(kb, values, f"knowledge base {slug}", report, label=f"knowledge_base:{slug}")
+    have = set(kb.documents.values_list("name", flat=True))
+    for path in entry.get("documents") or []:
+        file = Path(str(path))
+        if file.name in have:
+            continue
+        try:
+            data = file.read_bytes()
+        except OSError as exc:
+            raise InvalidRequest(f"knowledge_bases[{i}] ({slug}): cannot read {path}: "
+                                 f"{exc.strerror}.") from exc
+        knowledge.knowledge_document_add(knowledge_base=kb, name=file.name, data=data)
+
+
+def _agent_knowledge_set(agent: Agent, slugs: Any, what: str, report: ImportReport) -> None:
+    from agents.models import KnowledgeBase
+
+    if not isinstance(slugs, list) or not all(isinstance(s, str) for s in slugs):
+        raise InvalidRequest(f"{what}: knowledge_bases must be a list of slugs.")
+    bases = {kb.slug: kb for kb in KnowledgeBase.objects.filter(slug__in=slugs)}
+    missing = [s for s in slugs if s not in bases]
+    if missing:
+        raise InvalidRequest(f"{what}: unknown knowledge bases {missing}.")
+    if set(agent.knowledge_bases.values_list("slug", flat=True)) == set(slugs):
+        return
+    agent.knowledge_bases.set(list(bases.values()))
+    label = f"agent:{agent.slug}"
+    if label in report.unchanged:
+        report.unchanged.remove(label)
+        report.updated.append(label)
 
 
 def _routing_policy_set(entry: Any, report: ImportReport) -> None:
@@ -524,9 +588,17 @@ def agents_export() -> dict[str, Any]:
                          .values_list("provider__name", flat=True))
         if fallbacks:
             entry["fallback_providers"] = fallbacks
+        bases = list(a.knowledge_bases.order_by("slug").values_list("slug", flat=True))
+        if bases:
+            entry["knowledge_bases"] = bases
         agents.append(entry)
     doc: dict[str, Any] = {"providers": providers, "agents": agents}
-    from agents.models import RoutingPolicy, Team
+    from agents.models import KnowledgeBase, RoutingPolicy, Team
+
+    bases = [{"slug": kb.slug, **{k: getattr(kb, k) for k in KNOWLEDGE_BASE_FIELDS}}
+             for kb in KnowledgeBase.objects.order_by("slug")]
+    if bases:
+        doc["knowledge_bases"] = bases
 
     teams = []
     for t in Team.objects.select_related("leader").order_by("slug"):
@@ -789,6 +861,7 @@ class TurnResult:
     provider: str = ""  # the provider that answered (an agent may fall back to others)
     route: dict[str, Any] | None = None  # how a virtual model reached the agent (the thread's)
     sender: str = ""  # who answered, when not the thread's agent (a team member)
+    passages: list[dict[str, Any]] | None = None  # knowledge-base passages the model got
 
     @property
     def status(self) -> str:
@@ -851,6 +924,7 @@ def thread_turn_finish(
         row.response_id = result.response_id
         row.provider = result.provider
         row.sender = result.sender
+        row.passages = result.passages
         row.save(force_insert=True)
         _announce_turn_finish(start=start, result=result, row=row, now=now)
 

@@ -30,3 +30,5 @@ def connect() -> None:
         post_save.connect(_changed, sender=model, dispatch_uid=f"config-{model.__name__}-save")
         post_delete.connect(_changed, sender=model, dispatch_uid=f"config-{model.__name__}-del")
     m2m_changed.connect(_changed, sender=ApiKey.agents.through, dispatch_uid="config-key-agents")
+    m2m_changed.connect(_changed, sender=Agent.knowledge_bases.through,
+                        dispatch_uid="config-agent-knowledge")
