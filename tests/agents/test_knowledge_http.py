@@ -4,11 +4,7 @@ turn and given to the model with their sources, shown in the reply's metadata an
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -17,7 +13,6 @@ import pytest
 from agents import knowledge
 from agents.exceptions import InvalidRequest
 from agents.models import KnowledgeBase, KnowledgeDocument, Message, Thread
-from tests.conftest import ROOT, live_database_url
 
 LORE = """# Quillton
 
@@ -98,32 +93,6 @@ def test_bad_uploads_are_refused_before_anything_is_stored():
 # -- over live HTTP, indexed in the background ------------------------------------------------
 
 
-@pytest.fixture
-def indexer(django_db_setup: Any, tmp_path: Any) -> Iterator[str]:
-    """What indexes uploads: with Redis, a real Celery worker process on the test database;
-    without, the embedded worker thread of the process that uploads (this one)."""
-    url = os.environ.get("REDIS_URL")
-    if not url:
-        yield "thread"
-        return
-    log = open(tmp_path / "celery.log", "wb")  # noqa: SIM115 - closed below
-    env = {**os.environ, "DATABASE_URL": live_database_url(), "REDIS_URL": url}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "gaia_site", "worker", "--pool", "solo",
-         "--concurrency", "1", "--loglevel", "info", "--without-gossip", "--without-mingle",
-         "--without-heartbeat"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        yield "celery"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
-        log.close()
-
-
 def wait_indexed(doc: KnowledgeDocument, timeout: float = 60) -> KnowledgeDocument:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -135,7 +104,7 @@ def wait_indexed(doc: KnowledgeDocument, timeout: float = 60) -> KnowledgeDocume
 
 
 @pytest.fixture
-def librarian(transactional_db: Any, make_agent: Any, indexer: str) -> Any:
+def librarian(transactional_db: Any, make_agent: Any, knowledge_indexer: str) -> Any:
     kb = KnowledgeBase.objects.create(slug="lore", name="Lore", chunk_chars=200,
                                       chunk_overlap=40, top_k=2)
     filler = "\n\n".join(f"## Note {i}\n\nThe granary ledger {i} lists sacks of grain."
@@ -200,7 +169,7 @@ def test_a_new_upload_replaces_the_document_and_the_index(gaia_server, api_key, 
 
 
 @pytest.mark.django_db(transaction=True)
-def test_an_unreadable_pdf_is_an_indexing_error_not_a_crash(indexer):
+def test_an_unreadable_pdf_is_an_indexing_error_not_a_crash(knowledge_indexer):
     kb = KnowledgeBase.objects.create(slug="broken", name="Broken")
     doc = knowledge.knowledge_document_add(knowledge_base=kb, name="bad.pdf",
                                            data=b"%PDF-1.4 garbage")
@@ -210,7 +179,7 @@ def test_an_unreadable_pdf_is_an_indexing_error_not_a_crash(indexer):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_upload_through_the_admin(admin_client, indexer):
+def test_upload_through_the_admin(admin_client, knowledge_indexer):
     from django.core.files.uploadedfile import SimpleUploadedFile
     from django.urls import reverse
 
@@ -232,7 +201,7 @@ def test_upload_through_the_admin(admin_client, indexer):
 
 @pytest.mark.django_db(transaction=True)
 def test_the_feed_shows_indexing_and_the_passages_used(gaia_server, api_key, make_agent,
-                                                       indexer, feed_listener):
+                                                       knowledge_indexer, feed_listener):
     kb = KnowledgeBase.objects.create(slug="fed", name="Fed")
     doc = knowledge.knowledge_document_add(knowledge_base=kb, name="fed.md", data=LORE.encode())
     ready = feed_listener.wait_for(lambda e: e["event"] == "kb_indexing"
@@ -254,7 +223,7 @@ def test_the_feed_shows_indexing_and_the_passages_used(gaia_server, api_key, mak
     assert thread.messages.get(role="assistant").passages == used["passages"]
 
 
-def test_yaml_carries_knowledge_bases(transactional_db, tmp_path, indexer):
+def test_yaml_carries_knowledge_bases(transactional_db, tmp_path, knowledge_indexer):
     from agents import services
 
     path = tmp_path / "faq.md"
