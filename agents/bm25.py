@@ -38,6 +38,12 @@ class Index:
         self.docs = [tokens(d) or ["_"] for d in documents]
         self._sets = [set(d) for d in self.docs]
         self._bm25 = BM25Plus(self.docs) if self.docs else None
+        # term -> the documents holding it: a query scores only those (10,000 passages and
+        # a few terms cost a few hundred score evaluations, not 10,000 per term)
+        self._postings: dict[str, list[int]] = {}
+        for i, terms in enumerate(self._sets):
+            for term in terms:
+                self._postings.setdefault(term, []).append(i)
 
     def scores(self, query: str) -> list[float]:
         terms = tokens(query)
@@ -54,7 +60,9 @@ class Index:
         terms = set(tokens(query))
         if self._bm25 is None or not terms:
             return []
-        scores = self._bm25.get_scores(list(terms))
-        ranked = sorted((i for i, s in enumerate(self._sets) if terms & s),
-                        key=lambda i: (-scores[i], i))
-        return [(i, float(scores[i])) for i in ranked[:k]]
+        candidates = sorted({i for t in terms for i in self._postings.get(t, ())})
+        if not candidates:
+            return []
+        scores = self._bm25.get_batch_scores(sorted(terms), candidates)
+        ranked = sorted(zip(candidates, scores, strict=True), key=lambda p: (-p[1], p[0]))
+        return [(i, float(s)) for i, s in ranked[:k]]

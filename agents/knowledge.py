@@ -83,8 +83,31 @@ def document_sections(*, name: str, kind: str, data: bytes) -> list[tuple[str, s
 
 
 def chunk_text(text: str, *, size: int, overlap: int) -> list[str]:
-    """Passages of at most ``size`` characters, cut between words, each repeating up to
-    ``overlap`` characters of the one before (so a sentence cut in two is whole in one)."""
+    """Passages of at most ``size`` characters: whole paragraphs packed together while they
+    fit; a longer paragraph is cut between words, each piece repeating up to ``overlap``
+    characters of the one before (so a sentence cut in two is whole in one)."""
+    out: list[str] = []
+    packed = ""
+    for para in re.split(r"\n\s*\n", text):
+        para = " ".join(para.split())
+        if not para:
+            continue
+        if packed and len(packed) + 1 + len(para) <= size:
+            packed += " " + para
+            continue
+        if packed:
+            out.append(packed)
+            packed = ""
+        if len(para) <= size:
+            packed = para
+        else:
+            out += _split_words(para, size=size, overlap=overlap)
+    if packed:
+        out.append(packed)
+    return out
+
+
+def _split_words(text: str, *, size: int, overlap: int) -> list[str]:
     words = text.split()
     chunks: list[str] = []
     start = 0

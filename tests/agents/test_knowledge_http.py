@@ -67,6 +67,14 @@ def test_chunks_are_bounded_and_overlap():
     assert covered == set(text.split())
 
 
+def test_whole_paragraphs_are_packed_while_they_fit():
+    text = "First short one.\n\nSecond short one.\n\n" + "long " * 60 + "\n\nLast."
+    chunks = knowledge.chunk_text(text, size=60, overlap=10)
+    assert chunks[0] == "First short one. Second short one."
+    assert all(len(c) <= 60 for c in chunks)
+    assert chunks[-1] == "Last."
+
+
 def test_markdown_sections_and_pdf_pages_name_their_source():
     sections = knowledge.document_sections(name="lore.md", kind="markdown",
                                            data=LORE.encode())
