@@ -285,9 +285,9 @@ class MessageInline(admin.TabularInline):
     model = Message
     extra = 0
     can_delete = False
-    fields = ["seq", "role", "content", "tool_calls", "reasoning", "finish_reason",
-              "input_tokens", "output_tokens", "usage_estimated", "latency_ms", "provider",
-              "created_at"]
+    fields = ["seq", "role", "sender", "recipient", "internal", "content", "tool_calls",
+              "reasoning", "passages", "finish_reason", "input_tokens", "output_tokens",
+              "usage_estimated", "latency_ms", "provider", "created_at"]
     readonly_fields = fields
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:

@@ -126,6 +126,23 @@ def virtual_model_list(*, api_key: ApiKey | None) -> list[VirtualModel]:
     return out
 
 
+def model_list_with_virtual(*, api_key: ApiKey | None) -> list[Any]:
+    """``/v1/models``: the key's agents (not the router: an internal construct, reference
+    001), then ``auto`` and the teams."""
+    router = routing_catalogue().router
+    agents = [a for a in selectors.model_list(api_key=api_key)
+              if router is None or a.pk != router.pk]
+    return agents + virtual_model_list(api_key=api_key)
+
+
+def reply_model(row: Any) -> str:
+    """The model id a stored reply names: its team's, else the agent that answered."""
+    route = row.thread.route
+    if isinstance(route, dict) and route.get("team"):
+        return str(route["model"])
+    return row.sender or row.thread.agent.slug
+
+
 def virtual_model_get(*, api_key: ApiKey | None, model: str) -> VirtualModel:
     found = next((m for m in virtual_model_list(api_key=api_key) if m.slug == model), None)
     if found is None:

@@ -979,6 +979,7 @@ class InnerMessage:
     latency_ms: int | None = None
     ttft_ms: int | None = None
     provider: str = ""
+    passages: list[dict[str, Any]] | None = None
 
 
 @transaction.atomic
@@ -995,7 +996,7 @@ def team_messages_store(*, start: TurnStart, messages: list[InnerMessage]) -> li
             input_tokens=m.input_tokens, output_tokens=m.output_tokens,
             usage_estimated=m.usage_estimated, latency_ms=m.latency_ms, ttft_ms=m.ttft_ms,
             provider=m.provider, sender=m.sender, recipient=m.recipient, internal=True,
-            dialect="team"))
+            passages=m.passages, dialect="team"))
     rows = Message.objects.bulk_create(rows)
     start.next_seq += len(rows)
     update: dict[str, Any] = {

@@ -259,6 +259,7 @@ class TeamTurn:
         self._deadline = self._t0 + self.team.max_seconds
         self._closed = False
         self._said: list[str] = []  # the inner work as streamed on the reasoning channel
+        self._passages: dict[str, list[dict[str, Any]]] = {}  # members' knowledge, by slug
 
     # -- the Turn interface ------------------------------------------------------------------
 
@@ -453,9 +454,12 @@ class TeamTurn:
                                                     role="user", content=task))
         await self._store(*dispatched)
         timeout = min(self.team.member_timeout_seconds, self._remaining() or 0.01)
+        requests = {m.slug: await self._with_knowledge(
+            m, self._member_request(m, tasks[m.slug], len(members)), tasks[m.slug] or whole)
+            for m in members}
         running = {
-            asyncio.create_task(agent_call(m, self._member_request(m, tasks[m.slug], len(members)),
-                                           within=timeout)): (m, tasks[m.slug] or whole)
+            asyncio.create_task(agent_call(m, requests[m.slug], within=timeout)):
+                (m, tasks[m.slug] or whole)
             for m in members}
         done: list[tuple[Agent, str, Call]] = []
         pending = set(running)
@@ -475,7 +479,9 @@ class TeamTurn:
                     else:
                         self._say(f"[{member.slug} → {leader.slug}] {call.text}\n")
                         self._step("reply", member.slug, leader.slug, call.text)
-                    await self._store(call.inner(recipient=leader.slug))
+                    inner = call.inner(recipient=leader.slug)
+                    inner.passages = self._passages.get(member.slug)
+                    await self._store(inner)
                     done.append((member, text, call))
         finally:
             for task in pending:
@@ -483,6 +489,23 @@ class TeamTurn:
         order = {m.pk: i for i, m in enumerate(self.loaded.members)}
         done.sort(key=lambda d: order[d[0].pk])
         return done
+
+    async def _with_knowledge(self, member: Agent, request: llm.LLMRequest, query: str
+                              ) -> llm.LLMRequest:
+        """A member with knowledge bases gets the best passages for its task, as a turn of
+        its own would (agents.knowledge); its reply records which."""
+        if not getattr(member, "knowledge_base_ids", None) or not query.strip():
+            return request
+        from agents import knowledge
+
+        passages = await run_db(knowledge.knowledge_retrieve,
+                                knowledge_base_ids=member.knowledge_base_ids, query=query)
+        if not passages:
+            return request
+        self._passages[member.slug] = [{k: v for k, v in p.items() if k != "text"}
+                                       for p in passages]
+        return request.replace(system=request.system + "\n\n"
+                               + knowledge.passages_prompt(passages))
 
     def _member_request(self, member: Agent, task: str | None, count: int) -> llm.LLMRequest:
         leader = self.loaded.leader

@@ -146,8 +146,7 @@ class ModelListApi(V1View):
 
     async def get(self, request: HttpRequest) -> HttpResponse:
         key, _ = await self.authorize(request)
-        models = await run_db(selectors.model_list, api_key=key)
-        models += await run_db(routing.virtual_model_list, api_key=key)
+        models = await run_db(routing.model_list_with_virtual, api_key=key)
         if "anthropic-version" in request.headers:
             data = [selectors.model_entry_anthropic(a) for a in models]
             return json_response({
@@ -402,7 +401,7 @@ class ResponseDetailApi(V1View):
         error = GaiaError(row.thread.last_error or "The reply failed.", code="upstream_error") \
             if row.finish_reason == "error" else None
         return json_response(responses.render_response(
-            response_id=response_id, model=row.thread.agent.slug,
+            response_id=response_id, model=routing.reply_model(row),
             created_at=int(row.created_at.timestamp()),
             status=responses.STATUS.get(row.finish_reason, "completed"),
             output=responses.output_items(response_id=response_id, text=row.content,

@@ -254,3 +254,12 @@ def test_auto_routes_only_among_the_agents_a_key_may_use(gaia_server, make_key, 
     route = route_of(r)
     assert route["method"] == "default"
     assert "the default agent 'general' is not available here" in route["reason"]
+
+
+def test_the_router_agent_is_not_listed(gaia_server, api_key, agents, make_agent):
+    router = make_agent(slug="router-hidden", provider__options={"reply": "weather"})
+    RoutingPolicy.objects.update(router=router)
+    r = httpx.get(gaia_server.v1 + "/models", headers={"Authorization": f"Bearer {api_key}"})
+    ids = [m["id"] for m in r.json()["data"]]
+    assert "router-hidden" not in ids
+    assert {"cooking", "weather", "general", "auto"} <= set(ids)

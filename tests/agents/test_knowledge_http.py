@@ -249,3 +249,20 @@ def test_yaml_carries_knowledge_bases(transactional_db, tmp_path, knowledge_inde
     with pytest.raises(InvalidRequest, match="unknown knowledge bases"):
         services.agents_import(data={"agents": [{"slug": "helpdesk",
                                                  "knowledge_bases": ["nope"]}]})
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_team_member_answers_from_its_knowledge_base(gaia_server, api_key, librarian,
+                                                       make_agent):
+    from agents.models import Team, TeamMember
+
+    lead = make_agent(slug="kb-lead", provider__options={"echo": "system"})
+    team = Team.objects.create(slug="archive", display_name="Archive", leader=lead,
+                               mode="collaborate")
+    TeamMember.objects.create(team=team, agent=librarian, position=0)
+    r = chat(gaia_server, api_key, "When is the Zorblax festival held?", model="team/archive")
+    assert r.status_code == 200, r.text
+    # The member echoed its prompt (with the passage) to the leader, who echoed its own.
+    assert "ninth of Brumaire" in r.json()["choices"][0]["message"]["content"]
+    inner = Message.objects.get(sender="librarian", internal=True)
+    assert inner.passages[0]["source"] == "lore.md § Festivals"

@@ -289,3 +289,14 @@ def test_the_feed_shows_the_team_at_work(gaia_server, api_key, crew, feed_listen
         and e["message"]["internal"] and e["message"]["payload_type"] == "task")
     assert inner["message"]["from"] == "crew-lead"
     assert inner["message"]["to"] in ("researcher", "writer")
+
+
+def test_a_stored_team_reply_names_the_team(gaia_server, api_key, crew):
+    r = httpx.post(gaia_server.v1 + "/responses", timeout=30,
+                   headers={"Authorization": f"Bearer {api_key}"},
+                   json={"model": "team/crew", "input": "Explain tides"})
+    assert r.status_code == 200, r.text
+    again = httpx.get(gaia_server.v1 + f"/responses/{r.json()['id']}",
+                      headers={"Authorization": f"Bearer {api_key}"})
+    assert again.status_code == 200
+    assert again.json()["model"] == "team/crew"
