@@ -300,3 +300,31 @@ def test_a_stored_team_reply_names_the_team(gaia_server, api_key, crew):
                       headers={"Authorization": f"Bearer {api_key}"})
     assert again.status_code == 200
     assert again.json()["model"] == "team/crew"
+
+
+def test_an_operator_kill_stops_the_team_while_members_work(gaia_server, api_key, make_agent,
+                                                            feed_listener):
+    """The operator's kill (services.thread_kill: a control message through Redis to the
+    server process) stops a team turn in its members' phase."""
+    import threading
+
+    from agents import services
+
+    make_team(make_agent, "doomed", "collaborate", [("sloth", {"reply": "zz", "ttft_ms": 20000})])
+    result: dict[str, httpx.Response] = {}
+    worker = threading.Thread(target=lambda: result.setdefault(
+        "r", chat(gaia_server, api_key, "team/doomed", "take your time")))
+    worker.start()
+    step = feed_listener.wait_for(lambda e: e["event"] == "team_step"
+                                  and e["team"] == "team/doomed" and e["step"] == "task")
+    services.thread_kill(thread=Thread.objects.get(pk=step["thread_id"]))
+    worker.join(15)
+    assert not worker.is_alive()
+    r = result["r"]
+    assert r.status_code == 403, r.text
+    assert r.json()["error"]["code"] == "turn_killed"
+    thread = Thread.objects.get(pk=step["thread_id"])
+    assert thread.status == Thread.Status.KILLED
+    answer = thread.messages.get(internal=False, role="assistant")
+    assert answer.finish_reason == "killed"
+    assert not thread.lock_token
