@@ -328,3 +328,19 @@ def test_an_operator_kill_stops_the_team_while_members_work(gaia_server, api_key
     answer = thread.messages.get(internal=False, role="assistant")
     assert answer.finish_reason == "killed"
     assert not thread.lock_token
+
+
+def test_route_streams_the_chosen_members_answer(gaia_server, api_key, make_agent):
+    make_team(make_agent, "desk3", "route", [
+        ("billing3", {"reply": "billing answers"}), ("support3", {"reply": "support answers"})],
+        leader_options={"reply": "billing3"})
+    r = chat(gaia_server, api_key, "team/desk3", "anything", stream=True)
+    chunks = parse_sse(r.text).json_payloads()
+    assert {c["model"] for c in chunks} == {"team/desk3"}
+    content = "".join(c["choices"][0]["delta"].get("content") or ""
+                      for c in chunks if c.get("choices"))
+    reasoning = "".join(c["choices"][0]["delta"].get("reasoning_content") or ""
+                        for c in chunks if c.get("choices"))
+    assert content == "billing answers"
+    assert "[desk3-lead → billing3] desk3-lead chose billing3" in reasoning
+    assert chunks[-1]["usage"]["completion_tokens"] == 1 + 2  # the pick and the answer
