@@ -12,7 +12,19 @@ from django.http import HttpRequest
 from django.utils.html import format_html
 
 from agents import selectors, services
-from agents.models import Agent, ApiKey, Message, Provider, Thread
+from agents.models import (
+    Agent,
+    AgentFallback,
+    ApiKey,
+    KnowledgeBase,
+    KnowledgeDocument,
+    Message,
+    Provider,
+    RoutingPolicy,
+    Team,
+    TeamMember,
+    Thread,
+)
 
 
 class ProviderForm(forms.ModelForm):
@@ -75,8 +87,20 @@ def disable_agents(modeladmin: Any, request: HttpRequest, queryset: Any) -> None
     modeladmin.message_user(request, f"Disabled {count} agent(s).")
 
 
+class AgentFallbackInline(admin.TabularInline):
+    model = AgentFallback
+    fk_name = "agent"
+    extra = 0
+    fields = ["position", "provider"]
+    verbose_name = "fallback provider"
+    verbose_name_plural = "Fallback providers (tried in order when the provider fails before "\
+        "its first token)"
+
+
 @admin.register(Agent)
 class AgentAdmin(admin.ModelAdmin):
+    inlines = [AgentFallbackInline]
+    filter_horizontal = ["knowledge_bases"]
     list_display = ["slug", "display_name", "provider", "model_name", "tool", "enabled",
                     "paused", "updated_at"]
     list_filter = ["enabled", "paused", "provider", "provider__kind", "tool"]
@@ -85,7 +109,8 @@ class AgentAdmin(admin.ModelAdmin):
     readonly_fields = ["models_preview", "created_at", "updated_at"]
     fieldsets = [
         (None, {"fields": ["slug", "display_name", "description", "enabled", "paused"]}),
-        ("Behaviour", {"fields": ["instructions", "provider", "upstream_model", "tool"]}),
+        ("Behaviour", {"fields": ["instructions", "provider", "upstream_model", "tool",
+                                  "knowledge_bases"]}),
         ("Generation", {"fields": ["temperature", "top_p", "max_input_tokens",
                                    "max_output_tokens"]}),
         ("As clients see it", {"fields": ["models_preview", "created_at", "updated_at"]}),
@@ -116,6 +141,118 @@ class AgentAdmin(admin.ModelAdmin):
         if not obj.pk:
             return "Saved agents show their /v1/models entry here."
         return format_html("<pre>{}</pre>", json.dumps(selectors.model_entry(obj), indent=2))
+
+
+class TeamMemberInline(admin.TabularInline):
+    model = TeamMember
+    extra = 1
+    fields = ["position", "agent"]
+    verbose_name = "member"
+
+
+@admin.register(Team)
+class TeamAdmin(admin.ModelAdmin):
+    """Teams: clients ask for the model ``team/<slug>``."""
+
+    list_display = ["__str__", "display_name", "mode", "leader", "member_list", "enabled"]
+    list_filter = ["mode", "enabled"]
+    search_fields = ["slug", "display_name", "description"]
+    inlines = [TeamMemberInline]
+    fieldsets = [
+        (None, {"fields": ["slug", "display_name", "description", "enabled"]}),
+        ("Work", {"fields": ["leader", "mode"]}),
+        ("Limits", {"fields": ["max_total_tokens", "max_seconds", "member_timeout_seconds"]}),
+    ]
+
+    @admin.display(description="members")
+    def member_list(self, obj: Team) -> str:
+        return ", ".join(m.agent.slug for m in obj.memberships.select_related("agent"))
+
+
+class KnowledgeBaseForm(forms.ModelForm):
+    upload = forms.FileField(
+        required=False, label="Add a document",
+        help_text="Text, Markdown or PDF; indexed in the background (progress on the feed). "
+        "A document of the same name is replaced.")
+
+    class Meta:
+        model = KnowledgeBase
+        fields = ["slug", "name", "description", "chunk_chars", "chunk_overlap", "top_k"]
+
+    def clean_upload(self) -> Any:
+        upload = self.cleaned_data.get("upload")
+        if upload is not None:
+            from agents import knowledge
+
+            data = upload.read()
+            try:
+                kind = knowledge.document_kind(upload.name, data)
+                if kind == KnowledgeDocument.Kind.PDF and data[:5] != b"%PDF-":
+                    raise forms.ValidationError("Not a PDF file.")
+                if kind != KnowledgeDocument.Kind.PDF:
+                    data.decode("utf-8-sig")
+            except UnicodeDecodeError:
+                raise forms.ValidationError("Text and Markdown must be UTF-8.") from None
+            if not data:
+                raise forms.ValidationError("The file is empty.")
+            self.upload_data = (upload.name, data)
+        return upload
+
+
+class KnowledgeDocumentInline(admin.TabularInline):
+    model = KnowledgeDocument
+    extra = 0
+    fields = ["name", "kind", "status", "chunk_count", "error", "created_at", "indexed_at"]
+    readonly_fields = fields
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.action(description="Re-index selected knowledge bases")
+def reindex_knowledge_bases(modeladmin: Any, request: HttpRequest, queryset: Any) -> None:
+    from agents import knowledge
+
+    count = sum(knowledge.knowledge_base_reindex(knowledge_base=kb) for kb in queryset)
+    modeladmin.message_user(request, f"Queued {count} document(s) for indexing.")
+
+
+@admin.register(KnowledgeBase)
+class KnowledgeBaseAdmin(admin.ModelAdmin):
+    form = KnowledgeBaseForm
+    list_display = ["slug", "name", "document_count", "chunk_total", "top_k", "updated_at"]
+    search_fields = ["slug", "name", "description"]
+    inlines = [KnowledgeDocumentInline]
+    actions = [reindex_knowledge_bases]
+
+    @admin.display(description="documents")
+    def document_count(self, obj: KnowledgeBase) -> int:
+        return obj.documents.count()
+
+    @admin.display(description="passages")
+    def chunk_total(self, obj: KnowledgeBase) -> int:
+        return obj.chunks.count()
+
+    def save_model(self, request: HttpRequest, obj: KnowledgeBase, form: Any,
+                   change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        upload = getattr(form, "upload_data", None)
+        if upload is not None:
+            from agents import knowledge
+
+            name, data = upload
+            knowledge.knowledge_document_add(knowledge_base=obj, name=name, data=data)
+            messages.info(request, f"{name} is being indexed in the background.")
+
+
+@admin.register(RoutingPolicy)
+class RoutingPolicyAdmin(admin.ModelAdmin):
+    """One row: how the model id ``auto`` picks an agent."""
+
+    list_display = ["__str__", "router", "default_agent", "router_timeout_seconds"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return not RoutingPolicy.objects.exists() and super().has_add_permission(request)
 
 
 class ApiKeyForm(forms.ModelForm):
@@ -172,8 +309,9 @@ class MessageInline(admin.TabularInline):
     model = Message
     extra = 0
     can_delete = False
-    fields = ["seq", "role", "content", "tool_calls", "reasoning", "finish_reason",
-              "input_tokens", "output_tokens", "usage_estimated", "latency_ms", "created_at"]
+    fields = ["seq", "role", "sender", "recipient", "internal", "content", "tool_calls",
+              "reasoning", "passages", "finish_reason", "input_tokens", "output_tokens",
+              "usage_estimated", "latency_ms", "provider", "created_at"]
     readonly_fields = fields
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:

@@ -21,7 +21,6 @@ from typing import Any
 
 from asgiref.sync import async_to_sync
 from django.conf import settings
-from django.contrib.auth.models import AnonymousUser
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
 from django.http import Http404
@@ -30,7 +29,6 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema, extend_schema_serializer, inline_serializer
 from rest_framework import exceptions, serializers, status
-from rest_framework.authentication import BaseAuthentication, SessionAuthentication
 from rest_framework.negotiation import BaseContentNegotiation, DefaultContentNegotiation
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.permissions import BasePermission
@@ -40,6 +38,11 @@ from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from agents import runtime, selectors, services
+from agents.authentication import (
+    OperatorKeyAuthentication,
+    StaffSessionAuthentication,
+    note,
+)
 from agents.exceptions import (
     AgentPaused,
     GaiaError,
@@ -54,46 +57,6 @@ log = logging.getLogger("gaia.api")
 
 # ---------------------------------------------------------------------------------------------
 # Edge: authentication, permission, errors, pagination
-
-
-def note(request: Any, **facts: Any) -> None:
-    """Attach facts (key, agent, thread...) for the request's log line
-    (``openai_api.middleware.ApiEdgeMiddleware`` creates ``gaia_facts``)."""
-    django_request = getattr(request, "_request", request)
-    store = getattr(django_request, "gaia_facts", None)
-    if store is not None:
-        store.update(facts)
-
-
-def raw_key(request: Any) -> str | None:
-    auth = request.headers.get("authorization", "")
-    if auth[:7].lower() == "bearer ":
-        return auth[7:].strip() or None
-    return request.headers.get("x-api-key") or None
-
-
-class OperatorKeyAuthentication(BaseAuthentication):
-    """An API key with the ``operator`` scope; no key: the next authenticator (session)."""
-
-    def authenticate(self, request: Request) -> tuple[Any, ApiKey] | None:
-        raw = raw_key(request)
-        if raw is None:
-            return None
-        key = services.api_key_authenticate(raw=raw, scope=ApiKey.Scope.OPERATOR)
-        services.api_key_throttle(key=key)
-        note(request, key=key.prefix)
-        return AnonymousUser(), key
-
-    def authenticate_header(self, request: Request) -> str:
-        return 'Bearer realm="gaia operator API"'  # makes "no credentials" a 401
-
-
-class StaffSessionAuthentication(SessionAuthentication):
-    def authenticate(self, request: Request) -> tuple[Any, None] | None:
-        found = super().authenticate(request)  # enforces CSRF for unsafe methods
-        if found is not None:
-            note(request, user=found[0].get_username())
-        return found
 
 
 class IsOperator(BasePermission):

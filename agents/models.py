@@ -94,6 +94,14 @@ class Agent(models.Model):
         help_text="A paused agent answers new requests with 503 until an operator resumes it; "
         "turns in flight finish.",
     )
+    knowledge_bases = models.ManyToManyField(
+        "KnowledgeBase", blank=True, related_name="agents",
+        help_text="Each turn gets the top passages of these for the conversation.",
+    )
+    fallback_providers = models.ManyToManyField(
+        Provider, through="AgentFallback", blank=True, related_name="+",
+        help_text="Tried in order when the provider fails before its first token.",
+    )
     created_at = models.DateTimeField(default=timezone.now, editable=False)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -106,6 +114,24 @@ class Agent(models.Model):
     @property
     def model_name(self) -> str:
         return self.upstream_model or self.provider.default_model
+
+
+class AgentFallback(models.Model):
+    """One of an agent's fallback providers: a connection error, 5xx, 429 or timeout before
+    the first token moves the turn to the next one (``position`` order)."""
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="fallbacks")
+    provider = models.ForeignKey(Provider, on_delete=models.PROTECT, related_name="+")
+    position = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["agent", "position", "pk"]
+        constraints = [
+            models.UniqueConstraint(fields=["agent", "provider"], name="agent_fallback_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.agent} → {self.provider.name} (#{self.position})"
 
 
 class ApiKey(models.Model):
@@ -177,6 +203,11 @@ class Thread(models.Model):
     lock_token = models.CharField(max_length=32, blank=True, editable=False)
     lock_expires_at = models.DateTimeField(null=True, blank=True, editable=False)
     last_error = models.TextField(blank=True)
+    route = models.JSONField(
+        null=True, blank=True,
+        help_text="How a request for a virtual model (auto, team/...) reached this thread's "
+        "agent, and why.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -218,6 +249,20 @@ class Message(models.Model):
     ttft_ms = models.PositiveIntegerField("time to first token (ms)", null=True, blank=True)
     dialect = models.CharField(max_length=20, blank=True)
     response_id = models.CharField(max_length=100, blank=True, db_index=True)
+    provider = models.CharField(
+        max_length=100, blank=True, help_text="The provider that produced this reply."
+    )
+    # Who spoke to whom; blank: derived from the role (the client and the thread's agent).
+    sender = models.CharField(max_length=100, blank=True)
+    recipient = models.CharField(max_length=100, blank=True)
+    internal = models.BooleanField(
+        default=False, help_text="A team's inner work (leader and members), not part of the "
+        "conversation the client holds.",
+    )
+    passages = models.JSONField(
+        null=True, blank=True, help_text="Knowledge-base passages given to the model for "
+        "this reply (source, chunk id, score).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -228,6 +273,153 @@ class Message(models.Model):
 
     def __str__(self) -> str:
         return f"{self.role}: {self.content[:60]}"
+
+
+class Team(models.Model):
+    """Several agents answering one request; clients ask for the model ``team/<slug>``.
+
+    ``coordinate``: the leader splits the task, members answer their parts, the leader writes
+    the answer. ``collaborate``: every member answers the whole task, the leader synthesises.
+    ``route``: the leader hands the whole request to one member, whose reply is the answer."""
+
+    class Mode(models.TextChoices):
+        COORDINATE = "coordinate"
+        COLLABORATE = "collaborate"
+        ROUTE = "route"
+
+    slug = models.SlugField(max_length=100, unique=True,
+                            help_text="Clients ask for the model team/<slug>.")
+    display_name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    leader = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="+")
+    members = models.ManyToManyField(Agent, through="TeamMember", related_name="teams")
+    mode = models.CharField(max_length=20, choices=Mode.choices, default=Mode.COORDINATE)
+    max_total_tokens = models.PositiveIntegerField(
+        default=32000, help_text="Every call's input and output tokens together; 0 = no limit.")
+    max_seconds = models.FloatField(default=300.0, validators=[MinValueValidator(0.1)],
+                                    help_text="Wall time for the whole team turn.")
+    member_timeout_seconds = models.FloatField(
+        default=120.0, validators=[MinValueValidator(0.1)],
+        help_text="A member that has not answered by then is reported as timed out.")
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return f"team/{self.slug}"
+
+
+class TeamMember(models.Model):
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="memberships")
+    agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="+")
+    position = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["team", "position", "pk"]
+        constraints = [
+            models.UniqueConstraint(fields=["team", "agent"], name="team_member_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.team} member {self.agent}"
+
+
+class KnowledgeBase(models.Model):
+    """Documents an agent answers from: chunked and indexed (BM25); each turn of an agent
+    with knowledge bases gets the top passages for the conversation, with their sources."""
+
+    slug = models.SlugField(max_length=100, unique=True)
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    chunk_chars = models.PositiveIntegerField(
+        default=800, validators=[MinValueValidator(100)],
+        help_text="A passage's length in characters, at most.")
+    chunk_overlap = models.PositiveIntegerField(
+        default=100, help_text="Characters a passage repeats from the one before.")
+    top_k = models.PositiveIntegerField(default=4, validators=[MinValueValidator(1)],
+                                        help_text="Passages given to the model per turn.")
+    # Renewed whenever its chunks change: every process rebuilds its index on next use.
+    index_version = models.CharField(max_length=32, blank=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class KnowledgeDocument(models.Model):
+    class Kind(models.TextChoices):
+        TEXT = "text"
+        MARKDOWN = "markdown"
+        PDF = "pdf"
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        INDEXING = "indexing"
+        READY = "ready"
+        ERROR = "error"
+
+    knowledge_base = models.ForeignKey(KnowledgeBase, on_delete=models.CASCADE,
+                                       related_name="documents")
+    name = models.CharField(max_length=300)
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    data = models.BinaryField(editable=False, help_text="The uploaded file as it came.")
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
+    error = models.TextField(blank=True)
+    chunk_count = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    indexed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["knowledge_base", "name"]
+
+    def __str__(self) -> str:
+        return f"{self.knowledge_base.slug}/{self.name}"
+
+
+class KnowledgeChunk(models.Model):
+    knowledge_base = models.ForeignKey(KnowledgeBase, on_delete=models.CASCADE,
+                                       related_name="chunks")
+    document = models.ForeignKey(KnowledgeDocument, on_delete=models.CASCADE,
+                                 related_name="chunks")
+    seq = models.PositiveIntegerField()
+    source = models.CharField(max_length=400, help_text="Document, page or section.")
+    text = models.TextField()
+
+    class Meta:
+        ordering = ["document", "seq"]
+
+    def __str__(self) -> str:
+        return self.source
+
+
+class RoutingPolicy(models.Model):
+    """How the model id ``auto`` picks an agent (one row). With a router agent its LLM picks
+    among the agents' slugs and descriptions; without one a deterministic ranker (BM25 over
+    the descriptions) does. A failed or unclear pick goes to the default agent."""
+
+    router = models.ForeignKey(
+        Agent, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        help_text="Blank: the deterministic ranker. The router itself is never routed to.",
+    )
+    default_agent = models.ForeignKey(
+        Agent, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        help_text="Where an unclear or failed routing goes (blank: the first agent by slug).",
+    )
+    router_timeout_seconds = models.FloatField(default=10.0, validators=[MinValueValidator(0.1)])
+
+    class Meta:
+        verbose_name = "auto routing policy"
+        verbose_name_plural = "auto routing policy"
+
+    def __str__(self) -> str:
+        return "auto routing"
 
 
 class ConfigStamp(models.Model):

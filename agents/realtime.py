@@ -55,6 +55,18 @@ EVENT_FIELDS: dict[str, tuple[str, ...]] = {
     "thread_created": ("thread",),
     "thread_updated": ("thread_id", "status", "message_count", "last_activity", "error"),
     "error": ("thread_id", "agent", "error"),
+    # a request for ``auto`` went to ``agent`` (method: sticky, router, ranker, default)
+    "route_chosen": ("model", "agent", "method", "reason", "response_id", "elapsed_ms"),
+    # a team's inner work as it happens (step: plan, task, reply, failed, route, answer)
+    "team_step": ("team", "thread_id", "response_id", "step", "sender", "recipient", "text"),
+    # a knowledge base's document being indexed (status: queued, indexing, ready, error)
+    "kb_indexing": ("knowledge_base", "document", "document_id", "status", "progress",
+                    "chunks", "error"),
+    # the knowledge-base passages a turn gave its model
+    "knowledge_used": ("agent", "thread_id", "response_id", "passages"),
+    # an agent's provider failed before its first token and the next one takes over
+    "provider_fallback": ("agent", "thread_id", "response_id", "failed_provider",
+                          "next_provider", "error"),
     # benchmark runs (benchmarks app) publish through here too
     "run_created": ("run",),
     "run_started": ("run",),

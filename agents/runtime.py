@@ -25,7 +25,7 @@ from typing import Any
 from django.conf import settings
 
 from agents import llm, realtime, selectors, services
-from agents.backends import backend_for, backend_stream
+from agents.backends import backend_for, fallback_stream
 from agents.database import run_db
 from agents.exceptions import Conflict, ContextTooLong, GaiaError, InvalidRequest, TurnKilled
 from agents.models import Agent, ApiKey
@@ -89,6 +89,9 @@ class TurnSpec:
     # message id at once), waiting at most ``lease_wait`` seconds for a busy thread.
     store_first: bool = False
     lease_wait: float | None = None
+    # How a virtual model (``auto``) reached this agent: stored on the thread, and the reply
+    # says so (``X-Gaia-Routed-To``).
+    route: dict[str, Any] | None = None
 
 
 @dataclass
@@ -122,6 +125,7 @@ class Turn:
         self._registered: str | None = None  # the thread id this turn is registered under
         self._delta_at = 0.0  # when the feed last heard of this reply's progress
         self._delta_sent = (0, 0, 0)  # text, reasoning and tool-call parts already published
+        self._passages: list[dict[str, Any]] | None = None  # knowledge the model was given
         realtime.bind()
 
     # -- opening ---------------------------------------------------------------------------
@@ -164,6 +168,8 @@ class Turn:
             self.request = self.build_request(client.messages, workspace)
             exclusive = bool(spec.session_key)
             self._begin_later = lambda: self._begin_once(workspace, exclusive=exclusive)
+        if getattr(spec.agent, "knowledge_base_ids", None):
+            await self._add_knowledge()
         limit = spec.agent.max_input_tokens
         if limit:
             used, _ = backend.count_tokens(self.request)
@@ -175,6 +181,29 @@ class Turn:
                 raise error
         if settings.GAIA_SHOW_PROMPTS:
             prompt_log.debug("prompt to %s: %r", spec.agent.provider.name, self.request)
+
+    async def _add_knowledge(self) -> None:
+        """Give the model the best passages of the agent's knowledge bases for the
+        conversation (the last user message, and the one before), with their sources; the
+        reply records which (``Message.passages``, ``X-Gaia-Passages``, the feed)."""
+        from agents import knowledge
+
+        assert self.request is not None
+        users = [m.text for m in self.request.messages if m.role == "user" and m.text.strip()]
+        query = " ".join(users[-2:])
+        if not query:
+            return
+        passages = await run_db(knowledge.knowledge_retrieve,
+                                knowledge_base_ids=self.agent.knowledge_base_ids, query=query)
+        if not passages:
+            return
+        system = self.request.system
+        self.request = self.request.replace(system=(system + "\n\n" if system else "")
+                                            + knowledge.passages_prompt(passages))
+        self._passages = [{k: v for k, v in p.items() if k != "text"} for p in passages]
+        realtime.send_event(realtime.event(
+            "knowledge_used", agent=self.agent.slug, thread_id=self._registered,
+            response_id=self.spec.response_id, passages=self._passages))
 
     async def _begin_once(self, workspace: str | None, *, exclusive: bool
                           ) -> services.TurnStart | None:
@@ -273,6 +302,11 @@ class Turn:
         return self._start
 
     @property
+    def model(self) -> str:
+        """The model id the reply names: the agent that answered."""
+        return self.agent.slug
+
+    @property
     def thread_id(self) -> Any:
         assert self._start is not None, "the turn's thread is known once first() returned"
         return self._start.thread_id
@@ -293,7 +327,14 @@ class Turn:
         }
 
     def reply_headers(self) -> dict[str, str]:
-        return {"X-Gaia-Thread-Id": str(self.thread_id)}
+        headers = {"X-Gaia-Thread-Id": str(self.thread_id)}
+        if self.spec.route is not None:
+            headers["X-Gaia-Routed-To"] = self.agent.slug
+        if self.result.provider:
+            headers["X-Gaia-Provider"] = self.result.provider
+        if self._passages:
+            headers["X-Gaia-Passages"] = ",".join(str(p["chunk_id"]) for p in self._passages)
+        return headers
 
     def build_request(self, history: list[llm.Message], workspace: str | None) -> llm.LLMRequest:
         agent, client = self.agent, self.spec.request
@@ -343,9 +384,22 @@ class Turn:
 
     def _send(self, *, on_sent: Any = None) -> None:
         assert self.request is not None
-        self._pump_task = asyncio.create_task(self._pump(backend_stream(
-            self.agent.provider, self.request,
-            on_sent=on_sent or (lambda: self._set_waiting(False)))))
+        chain = getattr(self.agent, "provider_chain", None) or [self.agent.provider]
+        self._pump_task = asyncio.create_task(self._pump(fallback_stream(
+            chain, self.request, on_sent=on_sent or (lambda: self._set_waiting(False)),
+            on_answer=self._answered_by, on_fallback=self._fell_back)))
+
+    def _answered_by(self, provider: Any) -> None:
+        self.result.provider = provider.name
+
+    def _fell_back(self, failed: Any, following: Any, error: Exception) -> None:
+        """A provider failed before its first token: the feed hears of the hand-over."""
+        log.warning("agent %s: provider %s failed (%s); trying %s", self.agent.slug,
+                    failed.name, error, following.name)
+        realtime.send_event(realtime.event(
+            "provider_fallback", agent=self.agent.slug, thread_id=self._registered,
+            response_id=self.spec.response_id, failed_provider=failed.name,
+            next_provider=following.name, error=str(getattr(error, "message", error))))
 
     async def _resend_when_free(self, wait: float) -> Any:
         """A named session's thread was busy with another turn: the request was sent in the
@@ -513,6 +567,8 @@ class Turn:
             except Exception:  # the turn was never stored: nothing to record it on
                 return
         r = self.result
+        r.route = self.spec.route
+        r.passages = self._passages
         r.text = "".join(self._text)
         r.reasoning = "".join(self._reasoning)
         r.tool_calls = self.tool_calls

@@ -99,8 +99,19 @@ def agent_cached(*, cache: _AccessCache, slug: str) -> Agent | None:
     if agent is None:
         agent = Agent.objects.select_related("provider").filter(slug=slug, enabled=True).first()
         if agent is not None:
+            agent_provider_chain_load(agent)
             cache.agents[slug] = agent
     return agent
+
+
+def agent_provider_chain_load(agent: Agent) -> list[Any]:
+    """Set and return ``agent.provider_chain``: its provider, then its fallback providers in
+    order (what :func:`agents.backends.fallback_stream` tries; the turn runtime reads it)."""
+    fallbacks = agent.fallbacks.select_related("provider").order_by("position", "pk")
+    agent.provider_chain = [agent.provider, *(f.provider for f in fallbacks)]
+    # and the knowledge bases its turns retrieve from (agents.knowledge)
+    agent.knowledge_base_ids = list(agent.knowledge_bases.values_list("pk", flat=True))
+    return agent.provider_chain
 
 
 def model_list(*, api_key: ApiKey | None) -> list[Agent]:
@@ -139,7 +150,7 @@ def thread_branch_for_response(*, response_id: str, api_key: ApiKey | None
     thread = row.thread
     if row.seq == thread.message_count - 1:
         return str(thread.pk), thread.session_key, None
-    rows = thread.messages.filter(seq__lte=row.seq).order_by("seq")
+    rows = thread.messages.filter(seq__lte=row.seq, internal=False).order_by("seq")
     return str(thread.pk), thread.session_key, [services.message_from_row(r) for r in rows]
 
 
@@ -190,6 +201,10 @@ def message_public(row: Message, *, agent: str, client: str) -> dict[str, Any]:
     else:  # user messages and tool results both come from the client
         sender, recipient = client, agent
         payload_type = "tool_result" if row.role == Message.Role.TOOL else "text"
+    if row.sender:  # a team's inner work, or a reply by a member: who spoke is stored
+        sender, recipient = row.sender, row.recipient or recipient
+        if row.internal and row.role == Message.Role.USER:
+            payload_type = "task"
     payload: dict[str, Any] = {"content": row.content}
     if row.reasoning:
         payload["reasoning"] = row.reasoning
@@ -217,6 +232,9 @@ def message_public(row: Message, *, agent: str, client: str) -> dict[str, Any]:
         "latency_ms": row.latency_ms,
         "response_id": row.response_id or None,
         "dialect": row.dialect or None,
+        "provider": row.provider or None,
+        "internal": row.internal,
+        "passages": row.passages,
     }
 
 
@@ -238,6 +256,7 @@ def thread_public(thread: Thread, *, agent: str, client: str) -> dict[str, Any]:
         "created_at": iso(thread.created_at),
         "last_activity": iso(thread.updated_at),
         "error": thread.last_error or None,
+        "route": thread.route,
     }
 
 

@@ -309,11 +309,14 @@ def agents_import(*, data: dict[str, Any], create_only: bool = False) -> ImportR
         provider = providers.get(name) or Provider(name=name)
         _apply(provider, values, f"provider {name}", report, label=f"provider:{name}")
         providers[name] = provider
+    for i, entry in enumerate(data.get("knowledge_bases") or []):
+        _knowledge_base_import(i, entry, report, create_only=create_only)
     for i, entry in enumerate(data.get("agents") or []):
         if not isinstance(entry, dict) or not entry.get("slug"):
             raise InvalidRequest(f"agents[{i}] needs a slug.")
         slug = entry["slug"]
-        unknown = set(entry) - {"slug", "provider", *AGENT_FIELDS}
+        unknown = set(entry) - {"slug", "provider", "fallback_providers", "knowledge_bases",
+                                *AGENT_FIELDS}
         if unknown:
             raise InvalidRequest(f"agents[{i}] ({slug}): unknown fields {sorted(unknown)}.")
         agent = Agent.objects.filter(slug=slug).first() or Agent(slug=slug)
@@ -332,7 +335,210 @@ def agents_import(*, data: dict[str, Any], create_only: bool = False) -> ImportR
             raise InvalidRequest(f"agents[{i}] ({slug}) needs a provider.")
         values.setdefault("display_name", agent.display_name or slug)
         _apply(agent, values, f"agent {slug}", report, label=f"agent:{slug}")
+        if "fallback_providers" in entry:
+            _agent_fallbacks_set(agent, entry["fallback_providers"], providers,
+                                 f"agents[{i}] ({slug})", report)
+        if "knowledge_bases" in entry:
+            _agent_knowledge_set(agent, entry["knowledge_bases"], f"agents[{i}] ({slug})",
+                                 report)
+    if "routing" in data:
+        _routing_policy_set(data["routing"], report)
+    for i, entry in enumerate(data.get("teams") or []):
+        _team_import(i, entry, report, create_only=create_only)
     return report
+
+
+TEAM_FIELDS = ("display_name", "description", "mode", "max_total_tokens", "max_seconds",
+               "member_timeout_seconds", "enabled")
+
+
+def _team_import(i: int, entry: Any, report: ImportReport, *, create_only: bool) -> None:
+    """One ``teams:`` entry: ``slug``, ``leader`` and ``members`` (agent slugs, in order)
+    and :data:`TEAM_FIELDS`."""
+    from agents.models import Team, TeamMember
+
+    if not isinstance(entry, dict) or not entry.get("slug"):
+        raise InvalidRequest(f"teams[{i}] needs a slug.")
+    slug = entry["slug"]
+    what = f"teams[{i}] ({slug})"
+    unknown = set(entry) - {"slug", "leader", "members", *TEAM_FIELDS}
+    if unknown:
+        raise InvalidRequest(f"{what}: unknown fields {sorted(unknown)}.")
+    team = Team.objects.filter(slug=slug).first() or Team(slug=slug)
+    if create_only and team.pk is not None:
+        report.unchanged.append(f"team:{slug}")
+        return
+    values = {k: entry[k] for k in TEAM_FIELDS if k in entry}
+    agents = {a.slug: a for a in Agent.objects.all()}
+    if "leader" in entry:
+        if entry["leader"] not in agents:
+            raise InvalidRequest(f"{what}: unknown leader agent {entry['leader']!r}.")
+        values["leader"] = agents[entry["leader"]]
+    elif team.pk is None:
+        raise InvalidRequest(f"{what} needs a leader.")
+    members = entry.get("members")
+    if members is not None:
+        if not isinstance(members, list) or not all(isinstance(m, str) for m in members):
+            raise InvalidRequest(f"{what}: members must be a list of agent slugs.")
+        missing = [m for m in members if m not in agents]
+        if missing:
+            raise InvalidRequest(f"{what}: unknown member agents {missing}.")
+        if len(set(members)) != len(members):
+            raise InvalidRequest(f"{what}: members repeats an agent.")
+    elif team.pk is None:
+        raise InvalidRequest(f"{what} needs members.")
+    values.setdefault("display_name", team.display_name or slug)
+    label = f"team:{slug}"
+    current = {k: (team.leader_id if k == "leader" and team.pk else getattr(team, k, None))
+               for k in values}
+    changed = [k for k, v in values.items()
+               if current[k] != (v.pk if k == "leader" else v)]
+    for k in changed:
+        setattr(team, k, values[k])
+    from django.core.exceptions import ValidationError
+
+    try:
+        team.full_clean()
+    except ValidationError as exc:
+        raise InvalidRequest(f"team {slug}: {exc.message_dict}") from exc
+    is_new = team.pk is None
+    if is_new or changed:
+        team.save()
+    members_changed = False
+    if members is not None:
+        now = list(team.memberships.order_by("position", "pk").values_list("agent__slug",
+                                                                           flat=True))
+        if now != members:
+            team.memberships.all().delete()
+            TeamMember.objects.bulk_create([TeamMember(team=team, agent=agents[m], position=n)
+                                            for n, m in enumerate(members)])
+            config_changed(reason="team_members")
+            members_changed = True
+    if is_new:
+        report.created.append(label)
+    elif changed or members_changed:
+        report.updated.append(label)
+    else:
+        report.unchanged.append(label)
+
+
+KNOWLEDGE_BASE_FIELDS = ("name", "description", "chunk_chars", "chunk_overlap", "top_k")
+
+
+def _knowledge_base_import(i: int, entry: Any, report: ImportReport, *,
+                           create_only: bool) -> None:
+    """One ``knowledge_bases:`` entry: :data:`KNOWLEDGE_BASE_FIELDS` and ``documents``
+    (file paths; each is added, and indexed in the background, unless a document of that
+    name is already there)."""
+    from pathlib import Path
+
+    from agents import knowledge
+    from agents.models import KnowledgeBase
+
+    if not isinstance(entry, dict) or not entry.get("slug"):
+        raise InvalidRequest(f"knowledge_bases[{i}] needs a slug.")
+    slug = entry["slug"]
+    unknown = set(entry) - {"slug", "documents", *KNOWLEDGE_BASE_FIELDS}
+    if unknown:
+        raise InvalidRequest(f"knowledge_bases[{i}] ({slug}): unknown fields "
+                             f"{sorted(unknown)}.")
+    kb = KnowledgeBase.objects.filter(slug=slug).first() or KnowledgeBase(slug=slug)
+    if create_only and kb.pk is not None:
+        report.unchanged.append(f"knowledge_base:{slug}")
+        return
+    values = {k: entry[k] for k in KNOWLEDGE_BASE_FIELDS if k in entry}
+    values.setdefault("name", kb.name or slug)
+    _apply(kb, values, f"knowledge base {slug}", report, label=f"knowledge_base:{slug}")
+    have = set(kb.documents.values_list("name", flat=True))
+    for path in entry.get("documents") or []:
+        file = Path(str(path))
+        if file.name in have:
+            continue
+        try:
+            data = file.read_bytes()
+        except OSError as exc:
+            raise InvalidRequest(f"knowledge_bases[{i}] ({slug}): cannot read {path}: "
+                                 f"{exc.strerror}.") from exc
+        knowledge.knowledge_document_add(knowledge_base=kb, name=file.name, data=data)
+
+
+def _agent_knowledge_set(agent: Agent, slugs: Any, what: str, report: ImportReport) -> None:
+    from agents.models import KnowledgeBase
+
+    if not isinstance(slugs, list) or not all(isinstance(s, str) for s in slugs):
+        raise InvalidRequest(f"{what}: knowledge_bases must be a list of slugs.")
+    bases = {kb.slug: kb for kb in KnowledgeBase.objects.filter(slug__in=slugs)}
+    missing = [s for s in slugs if s not in bases]
+    if missing:
+        raise InvalidRequest(f"{what}: unknown knowledge bases {missing}.")
+    if set(agent.knowledge_bases.values_list("slug", flat=True)) == set(slugs):
+        return
+    agent.knowledge_bases.set(list(bases.values()))
+    label = f"agent:{agent.slug}"
+    if label in report.unchanged:
+        report.unchanged.remove(label)
+        report.updated.append(label)
+
+
+def _routing_policy_set(entry: Any, report: ImportReport) -> None:
+    """The ``routing:`` section: ``router``, ``default`` (agent slugs or null) and
+    ``router_timeout_seconds``."""
+    from agents.models import RoutingPolicy
+
+    if not isinstance(entry, dict) or set(entry) - {"router", "default",
+                                                    "router_timeout_seconds"}:
+        raise InvalidRequest("routing: a mapping with router, default and "
+                             "router_timeout_seconds.")
+    policy = RoutingPolicy.objects.first() or RoutingPolicy()
+    values: dict[str, Any] = {}
+    for name, attr in (("router", "router"), ("default", "default_agent")):
+        if name in entry:
+            slug = entry[name]
+            agent = Agent.objects.filter(slug=slug).first() if slug else None
+            if slug and agent is None:
+                raise InvalidRequest(f"routing: unknown {name} agent {slug!r}.")
+            values[attr] = agent
+    if "router_timeout_seconds" in entry:
+        values["router_timeout_seconds"] = entry["router_timeout_seconds"]
+    changed = [k for k, v in values.items() if getattr(policy, k) != v]
+    for k in changed:
+        setattr(policy, k, values[k])
+    if policy.pk is not None and not changed:
+        report.unchanged.append("routing")
+        return
+    try:
+        policy.full_clean()
+    except Exception as exc:
+        raise InvalidRequest(f"routing: {exc}") from exc
+    (report.created if policy.pk is None else report.updated).append("routing")
+    policy.save()
+
+
+def _agent_fallbacks_set(agent: Agent, names: Any, providers: dict[str, Provider], what: str,
+                         report: ImportReport) -> None:
+    """Replace the agent's fallback providers with ``names`` (in order) if they differ."""
+    from agents.models import AgentFallback
+
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise InvalidRequest(f"{what}: fallback_providers must be a list of provider names.")
+    unknown = [n for n in names if n not in providers]
+    if unknown:
+        raise InvalidRequest(f"{what}: unknown fallback providers {unknown}.")
+    if len(set(names)) != len(names) or agent.provider.name in names:
+        raise InvalidRequest(f"{what}: fallback_providers repeats a provider.")
+    current = list(agent.fallbacks.order_by("position", "pk").values_list("provider__name",
+                                                                           flat=True))
+    if current == names:
+        return
+    agent.fallbacks.all().delete()
+    AgentFallback.objects.bulk_create([
+        AgentFallback(agent=agent, provider=providers[n], position=i)
+        for i, n in enumerate(names)])
+    config_changed(reason="agent_fallbacks")
+    label = f"agent:{agent.slug}"
+    if label in report.unchanged:
+        report.unchanged.remove(label)
+        report.updated.append(label)
 
 
 def _apply(
@@ -378,8 +584,38 @@ def agents_export() -> dict[str, Any]:
         entry = {"slug": a.slug, "provider": a.provider.name}
         for k in AGENT_FIELDS:
             entry[k] = getattr(a, k)
+        fallbacks = list(a.fallbacks.order_by("position", "pk")
+                         .values_list("provider__name", flat=True))
+        if fallbacks:
+            entry["fallback_providers"] = fallbacks
+        bases = list(a.knowledge_bases.order_by("slug").values_list("slug", flat=True))
+        if bases:
+            entry["knowledge_bases"] = bases
         agents.append(entry)
-    return {"providers": providers, "agents": agents}
+    doc: dict[str, Any] = {"providers": providers, "agents": agents}
+    from agents.models import KnowledgeBase, RoutingPolicy, Team
+
+    bases = [{"slug": kb.slug, **{k: getattr(kb, k) for k in KNOWLEDGE_BASE_FIELDS}}
+             for kb in KnowledgeBase.objects.order_by("slug")]
+    if bases:
+        doc["knowledge_bases"] = bases
+
+    teams = []
+    for t in Team.objects.select_related("leader").order_by("slug"):
+        entry = {"slug": t.slug, "leader": t.leader.slug, "members": list(
+            t.memberships.order_by("position", "pk").values_list("agent__slug", flat=True))}
+        for k in TEAM_FIELDS:
+            entry[k] = getattr(t, k)
+        teams.append(entry)
+    if teams:
+        doc["teams"] = teams
+    policy = RoutingPolicy.objects.select_related("router", "default_agent").first()
+    if policy is not None:
+        doc["routing"] = {
+            "router": policy.router.slug if policy.router else None,
+            "default": policy.default_agent.slug if policy.default_agent else None,
+            "router_timeout_seconds": policy.router_timeout_seconds}
+    return doc
 
 
 # ---------------------------------------------------------------------------------------------
@@ -554,7 +790,8 @@ def thread_turn_begin(
             return create(None)
         if stateful:
             stored = [
-                message_from_row(r) for r in thread.messages.order_by("seq")
+                message_from_row(r) for r in thread.messages.filter(internal=False)
+                .order_by("seq")
                 if not (r.role == "assistant" and r.finish_reason in FAILED_FINISHES
                         and not r.content and not r.tool_calls)
             ]
@@ -626,6 +863,10 @@ class TurnResult:
     ttft_ms: int | None = None
     error: str = ""
     response_id: str = ""
+    provider: str = ""  # the provider that answered (an agent may fall back to others)
+    route: dict[str, Any] | None = None  # how a virtual model reached the agent (the thread's)
+    sender: str = ""  # who answered, when not the thread's agent (a team member)
+    passages: list[dict[str, Any]] | None = None  # knowledge-base passages the model got
 
     @property
     def status(self) -> str:
@@ -658,6 +899,8 @@ def thread_turn_finish(
     }
     if result.usage_estimated:
         update["usage_estimated"] = True
+    if result.route is not None:
+        update["route"] = result.route
     replayable = not result.error or result.text or result.tool_calls
     with transaction.atomic():
         seq = start.next_seq
@@ -684,6 +927,9 @@ def thread_turn_finish(
         row.latency_ms = result.latency_ms
         row.ttft_ms = result.ttft_ms
         row.response_id = result.response_id
+        row.provider = result.provider
+        row.sender = result.sender
+        row.passages = result.passages
         row.save(force_insert=True)
         _announce_turn_finish(start=start, result=result, row=row, now=now,
                               message_count=update["message_count"])
@@ -712,3 +958,59 @@ def _announce_turn_finish(*, start: TurnStart, result: TurnResult, row: Message,
         queue_depth=selectors.queue_depth(agent_id=start.agent_id)))
     for e in events:
         realtime.send_event_on_commit(e)
+
+
+# ---------------------------------------------------------------------------------------------
+# Teams: the inner messages of a team turn
+
+
+@dataclass
+class InnerMessage:
+    """One step of a team's inner work: a task (``role="user"``, leader to member) or a
+    member's reply (``role="assistant"``, member to leader)."""
+
+    sender: str
+    recipient: str
+    role: str
+    content: str
+    reasoning: str = ""
+    finish_reason: str = ""
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    usage_estimated: bool = False
+    latency_ms: int | None = None
+    ttft_ms: int | None = None
+    provider: str = ""
+    passages: list[dict[str, Any]] | None = None
+
+
+@transaction.atomic
+def team_messages_store(*, start: TurnStart, messages: list[InnerMessage]) -> list[Message]:
+    """Store a team's inner messages in its thread, after what the turn stored so far
+    (``start.next_seq`` moves on, so the team's answer lands after them). The caller holds
+    the thread's lease. They never join the history a client holds (``internal``); their
+    tokens count in the thread's usage. The feed hears of each once stored."""
+    rows = []
+    for m in messages:
+        rows.append(Message(
+            thread_id=start.thread_id, seq=start.next_seq + len(rows), role=m.role,
+            content=m.content, reasoning=m.reasoning, finish_reason=m.finish_reason,
+            input_tokens=m.input_tokens, output_tokens=m.output_tokens,
+            usage_estimated=m.usage_estimated, latency_ms=m.latency_ms, ttft_ms=m.ttft_ms,
+            provider=m.provider, sender=m.sender, recipient=m.recipient, internal=True,
+            passages=m.passages, dialect="team"))
+    rows = Message.objects.bulk_create(rows)
+    start.next_seq += len(rows)
+    update: dict[str, Any] = {
+        "message_count": start.next_seq,
+        "input_tokens": F("input_tokens") + sum(m.input_tokens or 0 for m in messages),
+        "output_tokens": F("output_tokens") + sum(m.output_tokens or 0 for m in messages),
+        "updated_at": timezone.now(),
+    }
+    if any(m.usage_estimated for m in messages):
+        update["usage_estimated"] = True
+    Thread.objects.filter(pk=start.thread_id).update(**update)
+    for row in rows:
+        realtime.send_event_on_commit(realtime.event("message", message=selectors.message_public(
+            row, agent=row.sender, client=row.recipient)))
+    return rows

@@ -6,7 +6,15 @@ from typing import Any
 
 from django.db.models.signals import m2m_changed, post_delete, post_save
 
-from agents.models import Agent, ApiKey, Provider
+from agents.models import (
+    Agent,
+    AgentFallback,
+    ApiKey,
+    Provider,
+    RoutingPolicy,
+    Team,
+    TeamMember,
+)
 
 
 def _changed(sender: Any, **kwargs: Any) -> None:
@@ -18,7 +26,9 @@ def _changed(sender: Any, **kwargs: Any) -> None:
 
 
 def connect() -> None:
-    for model in (Agent, ApiKey, Provider):
+    for model in (Agent, AgentFallback, ApiKey, Provider, RoutingPolicy, Team, TeamMember):
         post_save.connect(_changed, sender=model, dispatch_uid=f"config-{model.__name__}-save")
         post_delete.connect(_changed, sender=model, dispatch_uid=f"config-{model.__name__}-del")
     m2m_changed.connect(_changed, sender=ApiKey.agents.through, dispatch_uid="config-key-agents")
+    m2m_changed.connect(_changed, sender=Agent.knowledge_bases.through,
+                        dispatch_uid="config-agent-knowledge")

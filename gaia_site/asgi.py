@@ -140,3 +140,8 @@ application = ProtocolTypeRouter(
 # by their reference counts; objects made later are collected as before.
 get_resolver().url_patterns  # noqa: B018 - loads the URL configuration
 gc.freeze()
+
+# Without REDIS_URL this process also executes benchmark runs, in a thread of its own.
+from benchmarks.worker import embedded_start  # noqa: E402
+
+embedded_start()

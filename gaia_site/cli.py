@@ -1,7 +1,8 @@
-"""The ``gaia`` console script: ``gaia api|agents|keys|mesh ...``.
+"""The ``gaia`` console script: ``gaia api|agents|keys|mesh|bench ...``.
 
 Wiring only: each group lives with its app. ``mesh`` imports nothing from Django, so
-``gaia mesh ...`` never configures Django; the other groups do.
+``gaia mesh ...`` never configures Django; nor does ``gaia bench`` (an HTTP client of the API);
+the other groups do.
 """
 
 from __future__ import annotations
@@ -21,6 +22,10 @@ def build_parser() -> argparse.ArgumentParser:
     from mesh import cli as mesh_cli
 
     mesh_cli.register(sub)
+
+    from benchmarks import cli as bench_cli
+
+    bench_cli.register(sub)
     return parser
 
 

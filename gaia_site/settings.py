@@ -155,6 +155,17 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = DATA_DIR / "static"
+# Benchmark artifacts go to the default storage: files under the data dir, or any Django
+# storage backend (e.g. django-storages' S3) by changing this setting alone.
+_STORAGE_BACKEND = env.str("GAIA_STORAGE_BACKEND", default="")
+STORAGES = {
+    "default": {
+        "BACKEND": _STORAGE_BACKEND or "django.core.files.storage.FileSystemStorage",
+        "OPTIONS": env.json("GAIA_STORAGE_OPTIONS", default={}) if _STORAGE_BACKEND
+        else {"location": str(DATA_DIR / "files")},
+    },
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
 
 CORS_ALLOWED_ORIGINS = env.list("CORS_ALLOWED_ORIGINS", default=[])
 CORS_ALLOW_CREDENTIALS = env.bool("CORS_ALLOW_CREDENTIALS", default=False)
@@ -217,6 +228,12 @@ GAIA_SHOW_PROMPTS = env.bool("GAIA_SHOW_PROMPTS", default=False)
 GAIA_DB_THREADS = env.int("GAIA_DB_THREADS", default=4)  # PostgreSQL; SQLite uses one
 GAIA_LOCAL_MODEL_PATH = env.str("GAIA_LOCAL_MODEL_PATH", default="")
 GAIA_ORGANISM_NAME = env.str("GAIA_ORGANISM_NAME", default="gaia")
+# Benchmark runs (benchmarks/worker.py): without REDIS_URL the server runs them in a thread.
+GAIA_EMBEDDED_WORKER = env.bool("GAIA_EMBEDDED_WORKER", default=True)
+GAIA_BENCH_HEARTBEAT_SECONDS = env.float("GAIA_BENCH_HEARTBEAT_SECONDS", default=1.0)
+GAIA_BENCH_STALE_SECONDS = env.float("GAIA_BENCH_STALE_SECONDS", default=30.0)
+GAIA_BENCH_REAP_SECONDS = env.float("GAIA_BENCH_REAP_SECONDS", default=10.0)
+GAIA_BENCH_MAX_ATTEMPTS = env.int("GAIA_BENCH_MAX_ATTEMPTS", default=2)
 
 # Gaia's logs (one gaia.access line per /v1 and /api request among them): plain text, or one
 # JSON object per line whose fields a log pipeline can index.

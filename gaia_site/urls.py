@@ -13,6 +13,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("health", HealthApi.as_view(), name="health"),
     path("v1/", include("openai_api.urls")),
+    path("api/v1/benchmarks/", include("benchmarks.urls")),
     path("api/v1/", include("agents.urls")),
     path("api/schema", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),

@@ -4,6 +4,12 @@ Run as ``python -m mesh.agent --port P --node-id N --tool T --protocol NAME --wo
 Secrets travel in the environment, not argv: ``MESH_SIGNING_SEED`` (hex, for ``signed``) and
 ``MESH_LLM_SPEC`` (JSON, see :mod:`mesh.llm`).
 
+``--serve`` keeps one process for many questions (a run starts its agents once): the process
+reads one JSON line per question from stdin, ``{"port": P, "workspace": DIR, "seed": HEX|null}``,
+runs one agent session against that relay exactly as above (fresh state, fresh workspace, its
+``stderr.log`` there), then writes ``{"code": N}`` to stdout and waits for the next line. EOF on
+stdin ends the process.
+
 The agent connects to the relay, says ``hello``, waits for ``doc_init``, and runs its tool once
 its nearest live upstream stage has spoken (or is gone: ``peer_down`` makes it fall back to the
 stage before, down to the raw document). It emits one ``data_event`` and stays until
@@ -42,7 +48,7 @@ class MeshAgent:
 
     def __init__(self, *, node_id: int, tool: str, adapter: Adapter, workspace: Path,
                  llm: LLM | None = None, delay: float = 0.0,
-                 max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
+                 max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, close_llm: bool = True) -> None:
         if tool not in PIPELINE:
             raise ValueError(f"unknown tool {tool!r}; choose from {', '.join(PIPELINE)}")
         self.node_id = node_id
@@ -50,6 +56,7 @@ class MeshAgent:
         self.adapter = adapter
         self.workspace = workspace
         self.llm = llm
+        self.close_llm = close_llm
         self.delay = delay
         self.conn = FrameConnection(max_frame_size=max_frame_size)
         self.question = ""
@@ -92,7 +99,7 @@ class MeshAgent:
                 writer.close()
                 with contextlib.suppress(OSError):
                     await writer.wait_closed()
-                aclose = getattr(self.llm, "aclose", None)
+                aclose = getattr(self.llm, "aclose", None) if self.close_llm else None
                 if aclose is not None:
                     await aclose()
         return code
@@ -249,14 +256,55 @@ class MeshAgent:
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m mesh.agent")
     parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--serve", action="store_true",
+                        help="one question per JSON line on stdin (see the module docstring)")
     parser.add_argument("--node-id", type=int, required=True)
     parser.add_argument("--tool", choices=PIPELINE, required=True)
     parser.add_argument("--protocol", default="json")
-    parser.add_argument("--workspace", type=Path, required=True)
+    parser.add_argument("--workspace", type=Path, default=None)
     parser.add_argument("--delay", type=float, default=0.0)
     parser.add_argument("--max-frame-size", type=int, default=DEFAULT_MAX_FRAME_SIZE)
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if not args.serve and (not args.port or args.workspace is None):
+        parser.error("--port and --workspace are required without --serve")
+    return args
+
+
+def _open_stderr(workspace: Path) -> IO[str]:
+    workspace.mkdir(parents=True, exist_ok=True)
+    return open(workspace / "stderr.log", "w", encoding="utf-8")  # the caller closes it
+
+
+async def serve(args: argparse.Namespace, llm: LLM | None) -> int:
+    """Run one agent session per command line on stdin until EOF (``--serve``)."""
+    prepare(args.tool)
+    loop = asyncio.get_running_loop()
+    while True:
+        line = await loop.run_in_executor(None, sys.stdin.readline)
+        if not line:
+            return 0
+        try:
+            command = json.loads(line)
+            port = int(command["port"])
+            workspace = Path(str(command["workspace"]))
+            seed_hex = command.get("seed")
+            seed = bytes.fromhex(str(seed_hex)) if seed_hex else None
+        except (ValueError, KeyError, TypeError) as exc:
+            print(f"bad serve command {line!r}: {exc}", file=sys.stderr, flush=True)
+            return 2
+        agent = MeshAgent(node_id=args.node_id, tool=args.tool,
+                          adapter=get_adapter(args.protocol, signing_seed=seed),
+                          workspace=workspace, llm=llm, delay=args.delay,
+                          max_frame_size=args.max_frame_size, close_llm=False)
+        with _open_stderr(workspace) as err, contextlib.redirect_stderr(err):
+            try:
+                code = await agent.run(args.host, port)
+            except OSError as exc:  # the relay was gone before we connected
+                print(f"connect failed: {exc}", file=sys.stderr)
+                code = 1
+        sys.stdout.write(json.dumps({"code": code}) + "\n")
+        sys.stdout.flush()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -267,6 +315,13 @@ def main(argv: list[str] | None = None) -> int:
 
     async def _main() -> int:
         llm = llm_from_spec(json.loads(spec_text)) if spec_text else None
+        if args.serve:
+            try:
+                return await serve(args, llm)
+            finally:
+                aclose = getattr(llm, "aclose", None)
+                if aclose is not None:
+                    await aclose()
         agent = MeshAgent(node_id=args.node_id, tool=args.tool,
                           adapter=get_adapter(args.protocol, signing_seed=seed),
                           workspace=args.workspace, llm=llm, delay=args.delay,

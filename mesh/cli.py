@@ -104,9 +104,12 @@ def run_command(args: argparse.Namespace) -> int:
     summary = asyncio.run(run_suite(questions, out_dir=args.out, config=config,
                                     suite_name=suite_name, on_result=progress,
                                     on_event=show if args.verbose else None))
+    deterministic = [t for t in agents if t not in config.llm and "*" not in config.llm]
+    label = (" (baseline: deterministic tools, written against the built-in 30 questions)"
+             if deterministic else "")
     print(f"{summary['completed']}/{summary['count']} completed; "
           f"EM {summary['mean_exact_match']:.3f} F1 {summary['mean_f1']:.3f} "
-          f"ROUGE-L {summary['mean_rouge_l']:.3f}; elapsed p50 "
+          f"ROUGE-L {summary['mean_rouge_l']:.3f}{label}; elapsed p50 "
           f"{summary['elapsed_ms']['p50']:.1f} ms p95 {summary['elapsed_ms']['p95']:.1f} ms; "
           f"{summary['bytes_per_question']['total']:.0f} B/question -> "
           f"{args.out / 'summary.json'}")

@@ -39,7 +39,7 @@ from mesh.results import archive_workspaces, summarize, write_json
 from mesh.suite import Question
 from mesh.tools import PIPELINE
 
-__all__ = ["RunConfig", "RunResult", "run_question", "run_suite"]
+__all__ = ["AgentPool", "RunConfig", "RunResult", "run_question", "run_suite"]
 
 _PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
 
@@ -91,15 +91,19 @@ class RunResult:
 
 @dataclass
 class _AgentProc:
+    """One agent process of a pool, and what it reported for the current question."""
+
     node_id: int
     tool: str
     proc: asyncio.subprocess.Process
     killed: bool = False
+    exit_code: int | None = None
+    finished: bool = False
 
 
-def _open_stderr(workspace: Path) -> IO[bytes]:
-    workspace.mkdir(parents=True, exist_ok=True)
-    return open(workspace / "stderr.log", "wb")  # the caller closes it
+def _open_append(path: Path) -> IO[bytes]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return open(path, "ab")  # the caller closes it
 
 
 def _prepare(out_dir: Path) -> Path:
@@ -116,47 +120,141 @@ def _write_results(out_dir: Path, workspaces: Path, metrics: dict[str, Any]) -> 
     archive_workspaces(workspaces, out_dir / "run_artifacts.tar.gz")
 
 
-async def _spawn(node_id: int, tool: str, *, port: int, config: RunConfig, workspace: Path,
-                 seed: bytes | None) -> _AgentProc:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH", "")) if p)
-    env.pop("MESH_SIGNING_SEED", None)
-    env.pop("MESH_LLM_SPEC", None)
-    if seed is not None:
-        env["MESH_SIGNING_SEED"] = seed.hex()
-    spec = config.llm.get(tool) or config.llm.get("*")
-    if spec:
-        env["MESH_LLM_SPEC"] = json.dumps(dict(spec))
-    args = [
-        "-m", "mesh.agent", "--port", str(port), "--node-id", str(node_id), "--tool", tool,
-        "--protocol", config.protocol, "--workspace", str(workspace),
-        "--delay", str(float(config.tool_delay_s.get(tool, 0.0))),
-        "--max-frame-size", str(config.max_frame_size),
-    ]
-    with _open_stderr(workspace) as stderr:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, *args, stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.DEVNULL, stderr=stderr, env=env)
-    return _AgentProc(node_id, tool, proc)
+class AgentPool:
+    """The agent processes of a run, started once and attached to each question's relay.
 
+    Each process runs ``python -m mesh.agent --serve``: per question it gets one command line
+    (relay port, workspace, signing seed) and runs a fresh agent session, so every question
+    sees the same bytes on the wire and a fresh workspace and state, without paying process
+    start-up. A process that died or did not finish its session is replaced at the next
+    :meth:`attach`. Use ``async with AgentPool(config) as pool`` (closing ends every process).
+    """
 
-async def _stop_processes(procs: Sequence[_AgentProc], grace: float) -> None:
-    waits = [asyncio.create_task(a.proc.wait()) for a in procs]
-    if waits:
-        await asyncio.wait(waits, timeout=grace)
-    for agent, wait in zip(procs, waits, strict=True):
-        if not wait.done():
-            agent.killed = True
-            with contextlib.suppress(ProcessLookupError):
-                agent.proc.kill()
-    if waits:
-        await asyncio.gather(*waits, return_exceptions=True)
+    def __init__(self, config: RunConfig, *, stderr_dir: Path | None = None) -> None:
+        config.validate()
+        self.config = config
+        self.stderr_dir = stderr_dir
+        self._procs: dict[int, _AgentProc] = {}
+        self.spawned = 0
+
+    async def __aenter__(self) -> AgentPool:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def pids(self) -> list[int]:
+        return [a.proc.pid for a in self._procs.values() if a.proc.returncode is None]
+
+    async def start(self) -> None:
+        """Start every agent process now (else :meth:`attach` starts them on first use)."""
+        for node_id, tool in enumerate(self.config.agents):
+            await self._ensure(node_id, tool)
+
+    async def _ensure(self, node_id: int, tool: str) -> _AgentProc:
+        agent = self._procs.get(node_id)
+        if agent is not None and agent.proc.returncode is None:
+            return agent
+        config = self.config
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH", "")) if p)
+        env.pop("MESH_SIGNING_SEED", None)
+        env.pop("MESH_LLM_SPEC", None)
+        spec = config.llm.get(tool) or config.llm.get("*")
+        if spec:
+            env["MESH_LLM_SPEC"] = json.dumps(dict(spec))
+        args = [
+            "-m", "mesh.agent", "--serve", "--node-id", str(node_id), "--tool", tool,
+            "--protocol", config.protocol,
+            "--delay", str(float(config.tool_delay_s.get(tool, 0.0))),
+            "--max-frame-size", str(config.max_frame_size),
+        ]
+        stderr: IO[bytes] | int = asyncio.subprocess.DEVNULL
+        if self.stderr_dir is not None:
+            stderr = _open_append(self.stderr_dir / f"agent-{node_id}.stderr.log")
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable, *args, stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE, stderr=stderr, env=env)
+        finally:
+            if not isinstance(stderr, int):
+                stderr.close()
+        self.spawned += 1
+        agent = self._procs[node_id] = _AgentProc(node_id, tool, proc)
+        return agent
+
+    async def attach(self, node_id: int, tool: str, *, port: int, workspace: Path,
+                     seed: bytes | None) -> _AgentProc:
+        """Point agent ``node_id`` at the relay on ``port`` for one question."""
+        agent = await self._ensure(node_id, tool)
+        agent.killed, agent.exit_code, agent.finished = False, None, False
+        command = {"port": port, "workspace": str(workspace),
+                   "seed": seed.hex() if seed is not None else None}
+        assert agent.proc.stdin is not None
+        try:
+            agent.proc.stdin.write((json.dumps(command) + "\n").encode())
+            await agent.proc.stdin.drain()
+        except (ConnectionError, OSError):
+            pass  # it died: the relay sees it never connect, and its exit code is reported
+        return agent
+
+    async def _session_end(self, agent: _AgentProc) -> None:
+        assert agent.proc.stdout is not None
+        line = await agent.proc.stdout.readline()
+        if line:
+            with contextlib.suppress(ValueError, TypeError):
+                agent.exit_code = int(json.loads(line)["code"])
+                agent.finished = True
+                return
+        agent.exit_code = await agent.proc.wait()
+
+    async def finish(self, agents: Sequence[_AgentProc], grace: float) -> None:
+        """Wait up to ``grace`` for each agent's session to end; kill those that did not."""
+        waits = [asyncio.create_task(self._session_end(a)) for a in agents]
+        if waits:
+            await asyncio.wait(waits, timeout=grace)
+        for agent, wait in zip(agents, waits, strict=True):
+            if not wait.done():
+                wait.cancel()
+                agent.killed = True
+                await self._kill(agent)
+        if waits:
+            await asyncio.gather(*waits, return_exceptions=True)
+
+    async def abort(self, agents: Sequence[_AgentProc]) -> None:
+        """Kill the agents whose session did not end (cancellation, an unexpected error)."""
+        for agent in agents:
+            if not agent.finished and agent.proc.returncode is None:
+                agent.killed = True
+                await self._kill(agent)
+
+    async def _kill(self, agent: _AgentProc) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            agent.proc.kill()
+        agent.exit_code = await agent.proc.wait()
+
+    async def close(self, grace: float = 2.0) -> None:
+        """End every agent process: EOF on stdin, then a kill after ``grace``."""
+        procs = list(self._procs.values())
+        self._procs.clear()
+        for agent in procs:
+            if agent.proc.stdin is not None and not agent.proc.stdin.is_closing():
+                agent.proc.stdin.close()
+        waits = [asyncio.create_task(a.proc.wait()) for a in procs]
+        if waits:
+            await asyncio.wait(waits, timeout=grace)
+        for agent in procs:
+            if agent.proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    agent.proc.kill()
+        if waits:
+            await asyncio.gather(*waits, return_exceptions=True)
 
 
 def _agent_report(agent: _AgentProc, net: MeshNetwork) -> dict[str, Any]:
     peer = net.peers.get(agent.node_id) or net.departed.get(agent.node_id)
-    code = agent.proc.returncode
+    code = agent.exit_code if agent.exit_code is not None else agent.proc.returncode
     reason: str | None = None
     if peer is None:
         status = "never_connected"
@@ -182,15 +280,21 @@ def _agent_report(agent: _AgentProc, net: MeshNetwork) -> dict[str, Any]:
 
 
 async def run_question(question: Question, *, out_dir: Path, config: RunConfig | None = None,
-                       on_event: EventCallback | None = None) -> RunResult:
+                       on_event: EventCallback | None = None,
+                       pool: AgentPool | None = None) -> RunResult:
     """Run ``question`` through the mesh and write its results under ``out_dir``.
+
+    ``pool`` holds the run's agent processes (see :class:`AgentPool`; its config is used);
+    without one, the agents are started for this question and ended after it.
 
     Never raises for agent or network failures: they end the run ``failed`` with partial
     metrics and a reason. Raises ``ValueError`` for a bad config. Cancelling the coroutine
-    kills the agents and closes the relay.
+    kills the agents of this question and closes the relay.
     """
-    config = config or RunConfig()
-    config.validate()
+    if pool is None:
+        async with AgentPool(config or RunConfig()) as own:
+            return await run_question(question, out_dir=out_dir, on_event=on_event, pool=own)
+    config = pool.config
     workspaces = _prepare(out_dir)
     seed = secrets.token_bytes(32) if needs_signing_seed(config.protocol) else None
     net = MeshNetwork(get_adapter(config.protocol, signing_seed=seed),
@@ -209,14 +313,14 @@ async def run_question(question: Question, *, out_dir: Path, config: RunConfig |
         emit("run.started", {"question_index": question.index, "protocol": config.protocol,
                              "agents": list(config.agents), "port": port})
         for node_id, tool in enumerate(config.agents):
-            procs.append(await _spawn(node_id, tool, port=port, config=config,
-                                      workspace=workspaces / str(node_id), seed=seed))
+            procs.append(await pool.attach(node_id, tool, port=port,
+                                           workspace=workspaces / str(node_id), seed=seed))
         while time.monotonic() < deadline:
             pending = [a for a in procs if a.node_id not in net.peers
                        and a.node_id not in net.departed and a.proc.returncode is None]
             if not pending:
                 break
-            await asyncio.sleep(0.02)
+            await asyncio.sleep(0.005)
         if not any(p.tool == "reason" for p in net.peers.values()):
             net.fail("timeout before the agents connected" if time.monotonic() >= deadline
                      else "no reason agent connected")
@@ -228,15 +332,10 @@ async def run_question(question: Question, *, out_dir: Path, config: RunConfig |
                 net.fail(f"timeout after {config.timeout_s:g} s")
         net.stop_clock()
         net.begin_shutdown()
-        await _stop_processes(procs, config.shutdown_grace_s)
+        await pool.finish(procs, config.shutdown_grace_s)
     finally:
-        # Also on cancellation or an unexpected error: no agent process or task outlives us.
-        for agent in procs:
-            if agent.proc.returncode is None:
-                agent.killed = True
-                with contextlib.suppress(ProcessLookupError):
-                    agent.proc.kill()
-                await agent.proc.wait()
+        # Also on cancellation or an unexpected error: no agent session or task outlives us.
+        await pool.abort(procs)
         await net.close()
 
     completed = net.failure is None and net.answer_from is not None
@@ -289,12 +388,13 @@ async def run_suite(questions: Sequence[Question], *, out_dir: Path,
     config = config or RunConfig()
     config.validate()
     results = []
-    for question in questions:
-        result = await run_question(question, out_dir=out_dir / str(question.index),
-                                    config=config, on_event=on_event)
-        results.append(result.metrics)
-        if on_result is not None:
-            on_result(question, result)
+    async with AgentPool(config) as pool:  # the agent processes start once per suite
+        for question in questions:
+            result = await run_question(question, out_dir=out_dir / str(question.index),
+                                        on_event=on_event, pool=pool)
+            results.append(result.metrics)
+            if on_result is not None:
+                on_result(question, result)
     summary = summarize(results, suite=suite_name, protocol=config.protocol)
     await asyncio.to_thread(_write_summary, out_dir, summary)
     return summary

@@ -23,6 +23,7 @@ __all__ = [
     "default_suite_path",
     "load_suite",
     "parse_document",
+    "parse_suite",
     "render_document",
 ]
 
@@ -113,6 +114,14 @@ def load_suite(path: str | Path | None = None) -> list[Question]:
     """
     source = Path(path) if path is not None else default_suite_path()
     data = json.loads(source.read_text(encoding="utf-8"))
+    try:
+        return parse_suite(data)
+    except ValueError as exc:
+        raise ValueError(f"{source}: {exc}") from exc
+
+
+def parse_suite(data: Any) -> list[Question]:
+    """The questions of an already-decoded suite; ``ValueError`` names the bad item."""
     if not isinstance(data, list) or not data:
-        raise ValueError(f"{source}: a suite is a non-empty JSON list of questions")
+        raise ValueError("a suite is a non-empty JSON list of questions")
     return [_question_from(i, item) for i, item in enumerate(data)]

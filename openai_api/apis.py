@@ -23,7 +23,8 @@ from django.utils.decorators import method_decorator
 from django.views import View
 from django.views.decorators.csrf import csrf_exempt
 
-from agents import llm, selectors, services
+from agents import llm, routing, selectors, services, teams
+from agents.authentication import raw_api_key
 from agents.backends import backend_for
 from agents.database import ReadNotAvailable, run_db
 from agents.exceptions import (
@@ -42,15 +43,6 @@ from openai_api.sessions import extract_workspace_root, session_from_headers
 log = logging.getLogger("gaia.api")
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-
-
-def raw_api_key(request: HttpRequest) -> str | None:
-    auth = request.headers.get("authorization", "")
-    if auth[:7].lower() == "bearer ":
-        token = auth[7:].strip()
-        if token:
-            return token
-    return request.headers.get("x-api-key") or None
 
 
 def json_response(payload: Any, *, status: int = 200, headers: dict[str, str] | None = None
@@ -146,7 +138,7 @@ class ModelListApi(V1View):
 
     async def get(self, request: HttpRequest) -> HttpResponse:
         key, _ = await self.authorize(request)
-        models = await run_db(selectors.model_list, api_key=key)
+        models = await run_db(routing.model_list_with_virtual, api_key=key)
         if "anthropic-version" in request.headers:
             data = [selectors.model_entry_anthropic(a) for a in models]
             return json_response({
@@ -159,7 +151,11 @@ class ModelListApi(V1View):
 
 class ModelDetailApi(ModelListApi):
     async def get(self, request: HttpRequest, model_id: str) -> HttpResponse:
-        key, agent = await self.authorize(request, agent_slug=model_id)
+        if routing.is_virtual(model_id):
+            key, _ = await self.authorize(request)
+            agent = await run_db(routing.virtual_model_get, api_key=key, model=model_id)
+        else:
+            key, agent = await self.authorize(request, agent_slug=model_id)
         if "anthropic-version" in request.headers:
             return json_response(selectors.model_entry_anthropic(agent))
         return json_response(selectors.model_entry(agent))
@@ -173,11 +169,15 @@ class ChatCompletionCreateApi(V1View):
         req, canonical = chat.parse_request(data)
         thread_id, session_key = session_from_headers(request.headers)
         response_id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
-        turn = Turn(TurnSpec(
+        agent, route, team = await resolve_agent(
+            agent, key, canonical.messages, thread_id=thread_id, session_key=session_key,
+            response_id=response_id)
+        turn = turn_create(TurnSpec(
             agent=agent, api_key=key, request=canonical, dialect="chat",
             response_id=response_id, thread_id=thread_id, session_key=session_key,
             user=req.user, workspace_root=extract_workspace_root(canonical.messages),
-        ))
+            route=route,
+        ), team)
         request.gaia_turn = turn  # for the request's log line (ApiEdgeMiddleware)
         await turn.open()
         keepalive = settings.GAIA_KEEPALIVE_SECONDS
@@ -186,14 +186,14 @@ class ChatCompletionCreateApi(V1View):
             result = await turn.collect(first)
             return json_response(
                 chat.render_completion(
-                    response_id=response_id, model=agent.slug, created=int(time.time()),
+                    response_id=response_id, model=turn.model, created=int(time.time()),
                     text=result.text, reasoning=result.reasoning, tool_calls=result.tool_calls,
                     finish_reason=result.finish_reason, usage=turn.usage,
                 ),
                 headers=turn.reply_headers(),
             )
         chunks = chat.ChunkStream(
-            response_id=response_id, model=agent.slug,
+            response_id=response_id, model=turn.model,
             include_usage=bool(req.stream_options and req.stream_options.include_usage),
         )
         response, start = sse_response(), chunks.start()
@@ -282,12 +282,36 @@ async def parse_and_authorize(view: V1View, request: HttpRequest
     except GaiaError as exc:
         body_error = exc
     model = data.get("model")
-    key, agent = await view.authorize(request, model if isinstance(model, str) else None)
+    virtual = isinstance(model, str) and routing.is_virtual(model)
+    key, agent = await view.authorize(
+        request, model if isinstance(model, str) and not virtual else None)
     if body_error is not None:
         raise body_error
+    if virtual:
+        return data, key, model
     if agent is None:
         raise InvalidRequest("'model' is required.", param="model")
     return data, key, agent
+
+
+async def resolve_agent(target: Any, key: Any, messages: list[llm.Message], *,
+                        thread_id: str | None, session_key: str | None, response_id: str
+                        ) -> tuple[Any, dict[str, Any] | None, teams.LoadedTeam | None]:
+    """``(agent, route, team)``: ``auto`` is routed to an agent here, ``team/<slug>`` is its
+    team (and its leader); a real agent is itself."""
+    if target == routing.AUTO:
+        route = await routing.route_choose(api_key=key, messages=messages, thread_id=thread_id,
+                                           session_key=session_key, response_id=response_id)
+        return route.agent, route.as_dict(), None
+    if isinstance(target, str):
+        team = await run_db(teams.team_get, api_key=key, model=target)
+        return team.leader, None, team
+    return target, None, None
+
+
+def turn_create(spec: TurnSpec, team: teams.LoadedTeam | None) -> Any:
+    """The turn for ``spec``: one agent's, or a team's (same interface)."""
+    return teams.TeamTurn(spec, team) if team is not None else Turn(spec)
 
 
 async def _open_turn(turn: Turn, *, images_param: str) -> None:
@@ -319,11 +343,15 @@ class ResponseCreateApi(V1View):
                 canonical.messages = history + canonical.messages
                 thread_id, session_key = None, session
         response_id = f"resp_{uuid.uuid4().hex}"
-        turn = Turn(TurnSpec(
+        agent, route, team = await resolve_agent(
+            agent, key, canonical.messages, thread_id=thread_id, session_key=session_key,
+            response_id=response_id)
+        turn = turn_create(TurnSpec(
             agent=agent, api_key=key, request=canonical, dialect="responses",
             response_id=response_id, thread_id=thread_id, session_key=session_key,
             user=canonical.user, workspace_root=extract_workspace_root(canonical.messages),
-        ))
+            route=route,
+        ), team)
         request.gaia_turn = turn  # for the request's log line (ApiEdgeMiddleware)
         await _open_turn(turn, images_param="input")
         keepalive = settings.GAIA_KEEPALIVE_SECONDS
@@ -333,7 +361,7 @@ class ResponseCreateApi(V1View):
             result = await turn.collect(first)
             return json_response(
                 responses.render_response(
-                    response_id=response_id, model=agent.slug, created_at=int(time.time()),
+                    response_id=response_id, model=turn.model, created_at=int(time.time()),
                     status=responses.STATUS.get(result.finish_reason, "completed"),
                     output=responses.output_items(
                         response_id=response_id, text=result.text, reasoning=result.reasoning,
@@ -342,7 +370,7 @@ class ResponseCreateApi(V1View):
                 ),
                 headers=turn.reply_headers(),
             )
-        stream = responses.ResponseEventStream(response_id=response_id, model=agent.slug,
+        stream = responses.ResponseEventStream(response_id=response_id, model=turn.model,
                                                echo=echo)
         response, start = sse_response(), stream.start()
         first = await turn.first(wait=keepalive)
@@ -367,7 +395,7 @@ class ResponseDetailApi(V1View):
         error = GaiaError(row.thread.last_error or "The reply failed.", code="upstream_error") \
             if row.finish_reason == "error" else None
         return json_response(responses.render_response(
-            response_id=response_id, model=row.thread.agent.slug,
+            response_id=response_id, model=routing.reply_model(row),
             created_at=int(row.created_at.timestamp()),
             status=responses.STATUS.get(row.finish_reason, "completed"),
             output=responses.output_items(response_id=response_id, text=row.content,
@@ -389,11 +417,15 @@ class MessageCreateApi(V1View):
         req, canonical = messages.parse_request(data)
         thread_id, session_key = session_from_headers(request.headers)
         message_id = f"msg_{uuid.uuid4().hex[:24]}"
-        turn = Turn(TurnSpec(
+        agent, route, team = await resolve_agent(
+            agent, key, canonical.messages, thread_id=thread_id, session_key=session_key,
+            response_id=message_id)
+        turn = turn_create(TurnSpec(
             agent=agent, api_key=key, request=canonical, dialect="messages",
             response_id=message_id, thread_id=thread_id, session_key=session_key,
             user=canonical.user, workspace_root=extract_workspace_root(canonical.messages),
-        ))
+            route=route,
+        ), team)
         request.gaia_turn = turn  # for the request's log line (ApiEdgeMiddleware)
         await _open_turn(turn, images_param="messages")
         keepalive = settings.GAIA_KEEPALIVE_SECONDS
@@ -402,7 +434,7 @@ class MessageCreateApi(V1View):
             result = await turn.collect(first)
             return json_response(
                 messages.render_message(
-                    message_id=message_id, model=agent.slug, text=result.text,
+                    message_id=message_id, model=turn.model, text=result.text,
                     reasoning=result.reasoning, tool_calls=result.tool_calls,
                     finish_reason=result.finish_reason, usage=turn.usage,
                 ),
@@ -410,7 +442,7 @@ class MessageCreateApi(V1View):
             )
         assert turn.request is not None
         input_tokens, _ = backend_for(agent.provider).count_tokens(turn.request)
-        stream = messages.MessageEventStream(message_id=message_id, model=agent.slug)
+        stream = messages.MessageEventStream(message_id=message_id, model=turn.model)
         response, start = sse_response(), stream.start(input_tokens)
         first = await turn.first(wait=keepalive)
         return sse_stream(response, turn, turn_sse(
@@ -427,6 +459,8 @@ class MessageCountTokensApi(V1View):
     async def post(self, request: HttpRequest) -> HttpResponse:
         data, key, agent = await parse_and_authorize(self, request)
         _, canonical = messages.parse_request(data, require_max_tokens=False)
+        agent, _, _ = await resolve_agent(agent, key, canonical.messages, thread_id=None,
+                                          session_key=None, response_id="")
         # What the backend would get: the agent's instructions join the client's system text.
         turn = Turn(TurnSpec(agent=agent, api_key=key, request=canonical, dialect="messages",
                              response_id=""))

@@ -73,6 +73,8 @@ def start_gaia(tmp_dir: Path, env: dict[str, str] | None = None) -> GaiaServer:
         "DATABASE_URL": live_database_url(),
         "GAIA_DATA_DIR": str(tmp_dir),
         "GAIA_KEEPALIVE_SECONDS": "15",
+        # Benchmark runs queued by tests are executed by the tests' own workers.
+        "GAIA_EMBEDDED_WORKER": "0",
         "PYTHONUNBUFFERED": "1",
         **(env or {}),
     }
@@ -165,3 +167,42 @@ def echo_agent(make_agent: Callable[..., Any]) -> Any:
 @pytest.fixture
 def api_key(make_key: Callable[..., tuple[Any, str]]) -> str:
     return make_key()[1]
+
+
+@pytest.fixture
+def feed_listener() -> Iterator[Any]:
+    """The operator feed as live servers publish it (tests/feed.py); needs Redis."""
+    from tests.feed import FeedListener
+
+    url = os.environ.get("REDIS_URL")
+    if not url:
+        pytest.skip("the feed crosses processes only through Redis (set REDIS_URL)")
+    listener = FeedListener(url).start()
+    yield listener
+    listener.stop()
+
+
+@pytest.fixture
+def knowledge_indexer(django_db_setup: Any, tmp_path: Any) -> Iterator[str]:
+    """What indexes uploads: with Redis, a real Celery worker process on the test database;
+    without, the embedded worker thread of the process that uploads (this one)."""
+    url = os.environ.get("REDIS_URL")
+    if not url:
+        yield "thread"
+        return
+    log = open(tmp_path / "celery.log", "wb")  # noqa: SIM115 - closed below
+    env = {**os.environ, "DATABASE_URL": live_database_url(), "REDIS_URL": url}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "gaia_site", "worker", "--pool", "solo",
+         "--concurrency", "1", "--loglevel", "info", "--without-gossip", "--without-mingle",
+         "--without-heartbeat"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        yield "celery"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+        log.close()

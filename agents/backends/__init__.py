@@ -119,3 +119,46 @@ async def _aclose(stream: Any) -> None:
     aclose = getattr(stream, "aclose", None)
     if aclose is not None:
         await aclose()
+
+
+def can_fall_back(exc: BaseException) -> bool:
+    """Whether a failure before the first token lets the next provider try: connection
+    errors, 5xx, 429, timeouts and a full concurrency limit do; a refused request (4xx) or
+    rejected credentials do not (another provider would be asked the same thing wrongly, or
+    the admin must act)."""
+    return isinstance(exc, BackendError) and exc.code not in (
+        "upstream_auth_failed", "upstream_refused")
+
+
+async def fallback_stream(
+    providers: list[Provider], request: LLMRequest, *,
+    on_sent: Callable[[], None] | None = None,
+    on_answer: Callable[[Provider], None] | None = None,
+    on_fallback: Callable[[Provider, Provider, BackendError], None] | None = None,
+) -> AsyncIterator[Event]:
+    """:func:`backend_stream` over ``providers`` in order: a provider that fails before its
+    first event (:func:`can_fall_back`) hands the request to the next one, whose default
+    model replaces the request's model. ``on_answer`` names the provider whose first event
+    arrived; after it, errors propagate as they are (the caller reports them in-band).
+    ``on_fallback(failed, next, error)`` is called for every hand-over. The last provider's
+    error propagates."""
+    for i, provider in enumerate(providers):
+        attempt = request if i == 0 else request.replace(
+            model=provider.default_model or request.model)
+        stream = backend_stream(provider, attempt, on_sent=on_sent)
+        started = False
+        try:
+            async for event in stream:
+                if not started:
+                    started = True
+                    if on_answer is not None:
+                        on_answer(provider)
+                yield event
+            return
+        except BackendError as exc:
+            if started or i == len(providers) - 1 or not can_fall_back(exc):
+                raise
+            if on_fallback is not None:
+                on_fallback(provider, providers[i + 1], exc)
+        finally:
+            await _aclose(stream)

@@ -11,6 +11,8 @@ Options (``Provider.options``):
   request offers a tool of that name and the last message is not a tool result.
 * ``reasoning``: a text streamed on the reasoning channel before the answer.
 * ``echo: "system"``: answer with the system prompt the backend received (to test prompts).
+* ``replies``: ``[{"system_contains": text, "reply": text}, ...]``: the first whose text is
+  in the system prompt answers (a leader that plans one way and answers another).
 * ``usage: false``: report no usage, as some upstreams do (Gaia then estimates).
 
 Tokens are whitespace-delimited words (each keeps its leading space), so usage counts are
@@ -63,6 +65,9 @@ class FakeBackend:
         return words, False
 
     def _reply(self, request: LLMRequest) -> str:
+        for rule in self.options.get("replies") or ():
+            if str(rule.get("system_contains", "")) in request.system:
+                return str(rule.get("reply", ""))
         if self.options.get("echo") == "system":
             return request.system
         reply = self.options.get("reply")

@@ -89,7 +89,8 @@ def status_error(status: int, *, provider: str, message: str, credential: str = 
     if status >= 500:
         return BackendError(f"Provider {provider!r} failed (upstream HTTP {status}): {text}")
     return BackendError(
-        f"Provider {provider!r} refused the request (upstream HTTP {status}): {text}")
+        f"Provider {provider!r} refused the request (upstream HTTP {status}): {text}",
+        code="upstream_refused")
 
 
 def transport_error(exc: BaseException, *, provider: str) -> BackendError:

@@ -77,3 +77,26 @@ def test_health_answers_fast_during_a_long_generation(gaia_server, default_agent
     latencies.sort()
     assert latencies[len(latencies) // 2] < 0.05
     assert latencies[-1] < 0.5
+
+
+@pytest.mark.django_db(transaction=True)
+def test_gaia_answers_from_its_knowledge_base(gaia_server, default_agents, api_key,
+                                              knowledge_indexer):
+    """The embedded model, given the passage only the uploaded document holds, answers with
+    it (agents.knowledge puts the passage in its prompt)."""
+    from agents import knowledge
+    from agents.models import Agent, KnowledgeBase, KnowledgeDocument
+
+    kb = KnowledgeBase.objects.create(slug="town", name="Town facts", top_k=1)
+    doc = knowledge.knowledge_document_add(
+        knowledge_base=kb, name="town.md",
+        data=b"# Mayor\n\nThe mayor of Quillton is Odalys Brightwater.\n\n"
+             b"# River\n\nThe river that runs through Quillton is the Esk.\n")
+    deadline = time.monotonic() + 60
+    while doc.status != KnowledgeDocument.Status.READY and time.monotonic() < deadline:
+        time.sleep(0.05)
+        doc.refresh_from_db()
+    assert doc.status == KnowledgeDocument.Status.READY, doc.error
+    Agent.objects.get(slug="gaia").knowledge_bases.add(kb)
+    answer = ask_gaia(gaia_server, api_key, "Who is the mayor of Quillton?", stream=False)
+    assert "Brightwater" in answer

@@ -207,3 +207,72 @@ def test_cli_rejects_bad_arguments(tmp_path: Path, capsys: pytest.CaptureFixture
     assert main(["run", "--agents", "search,dance", "--out", str(tmp_path)]) == 2
     assert main(["run", "--index", "99", "--out", str(tmp_path)]) == 2
     assert "unknown protocol" in capsys.readouterr().err
+
+
+async def test_pool_starts_agents_once_and_gives_each_question_a_fresh_session(
+        tmp_path: Path) -> None:
+    from mesh.run import AgentPool
+
+    fresh = await run_question(SUITE[12], out_dir=tmp_path / "fresh", config=RunConfig())
+    pids: list[set[int]] = []
+
+    def on_event(event: MeshEvent) -> None:
+        if event.kind == "run.started":
+            pids.append(set())
+        if event.kind == "agent.connected":
+            pids[-1].add(event.data["pid"])
+
+    async with AgentPool(RunConfig()) as pool:
+        results = [await run_question(q, out_dir=tmp_path / str(i), pool=pool, on_event=on_event)
+                   for i, q in enumerate([SUITE[12], SUITE[8], SUITE[12]])]
+        assert pool.spawned == 4
+        live = pool.pids()
+    assert [r.answer for r in results] == ["1999", "Terry Richardson", "1999"]
+    assert pids[0] == pids[1] == pids[2] == set(live)
+    for pid in live:  # closing the pool ended them
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    # The same traffic as a question whose agents were started for it alone.
+    for key in ("pkt_cnt", "frames_tx", "header_overhead"):
+        assert results[0].metrics[key] == results[2].metrics[key] == fresh.metrics[key]
+    assert abs(results[2].metrics["bytes_tx"] - fresh.metrics["bytes_tx"]) < 64  # busy_ms digits
+    # Fresh state per question: each workspace logs one hello and one doc_init.
+    log = (tmp_path / "2" / "workspaces" / "3" / "agent.log").read_text().splitlines()
+    assert sum('"hello"' in line for line in log) == 1
+    assert sum('"doc_init"' in line for line in log) == 1
+    memory = json.loads((tmp_path / "1" / "workspaces" / "3" / "memory.json").read_text())
+    assert memory["question"] == SUITE[8].question
+
+
+async def test_pool_replaces_an_agent_killed_in_an_earlier_question(tmp_path: Path) -> None:
+    from mesh.run import AgentPool
+
+    _, on_event = killer("reason", "run.init")
+    config = RunConfig(tool_delay_s={"reason": 0.5}, timeout_s=20.0)
+    async with AgentPool(config) as pool:
+        first = await run_question(QUESTION, out_dir=tmp_path / "a", pool=pool,
+                                   on_event=on_event)
+        second = await run_question(QUESTION, out_dir=tmp_path / "b", pool=pool)
+        assert pool.spawned == 5
+    assert first.status == "failed"
+    assert {a["tool"]: a["exit_code"] for a in first.metrics["agents"]}["reason"] == (
+        -signal.SIGKILL)
+    assert (second.status, second.answer) == ("completed", "Terry Richardson")
+
+
+async def test_cancelling_a_pooled_question_ends_its_agents(tmp_path: Path) -> None:
+    from mesh.run import AgentPool
+
+    config = RunConfig(tool_delay_s={"reason": 30.0}, timeout_s=60.0)
+    async with AgentPool(config) as pool:
+        await pool.start()
+        pids = pool.pids()
+        task = asyncio.create_task(run_question(QUESTION, out_dir=tmp_path, pool=pool))
+        await asyncio.sleep(1.0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert pool.pids() == []  # the session never ended: its processes were killed
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)

@@ -102,7 +102,7 @@ def test_key_restricted_to_agents_gets_403_elsewhere(gaia_server, make_agent, ma
     assert r.status_code == 403
     assert r.json()["error"]["param"] == "model"
     listed = httpx.get(gaia_server.v1 + "/models", headers=headers).json()["data"]
-    assert [m["id"] for m in listed] == ["allowed"]
+    assert [m["id"] for m in listed] == ["allowed", "auto"]  # auto routes among its agents
 
 
 def test_key_without_chat_scope_is_403(gaia_server, echo_agent, make_key):
@@ -153,7 +153,7 @@ def test_models_list_shape(gaia_server, make_agent, api_key):
     assert r.status_code == 200
     body = r.json()
     assert body["object"] == "list"
-    assert [m["id"] for m in body["data"]] == ["alpha"]
+    assert [m["id"] for m in body["data"]] == ["alpha", "auto"]
     entry = body["data"][0]
     assert entry == {
         "id": "alpha", "object": "model", "created": entry["created"], "owned_by": "gaia",

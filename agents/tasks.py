@@ -1,0 +1,13 @@
+"""Celery tasks of the agents app: interfaces that take ids and call one service."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+from agents import knowledge
+
+
+@shared_task(acks_late=True, time_limit=3600, soft_time_limit=3500)
+def knowledge_document_index_task(document_id: int) -> bool:
+    """Index one uploaded document (claims it; a redelivery does nothing)."""
+    return knowledge.knowledge_document_index(document_id=document_id)

@@ -1,0 +1,607 @@
+"""Team models (``team/<slug>``): several agents work on one request.
+
+A :class:`TeamTurn` has the interface of :class:`agents.runtime.Turn` (``open``, ``first``,
+``events``, ``collect``, ``usage``, ``result``, ``reply_headers``), so every dialect serves
+teams unchanged. Underneath, the *leader's* turn stores the thread (the client's messages, at
+once) and, at the end, writes the answer; in between the team's inner work runs:
+
+* ``coordinate``: the leader splits the request (a JSON object of member → task; a reply that
+  is not one gives every member the whole request), the members answer concurrently, the
+  leader writes the answer from their work;
+* ``collaborate``: every member answers the whole conversation concurrently, the leader
+  synthesises;
+* ``route``: the leader picks one member (a tool call whose argument is an enum of the
+  members, or a member's id in its text; else the member whose description fits best) and
+  that member's reply, streamed, is the answer.
+
+Every inner step is stored in the thread as a message with ``sender``/``recipient``
+(``internal``: never part of the history a client holds), streamed on the dialect's
+reasoning channel (never mixed into the answer), published on the feed as it happens
+(``team_step``, then ``message``) and counted in the reply's usage. A member that fails or
+times out is reported (stored, streamed, told to the leader) and the team answers from the
+others. ``Team.max_total_tokens`` bounds every call's tokens together (each member's output
+gets a share, the leader's answer what is left); ``Team.max_seconds`` bounds the wall time
+(an answer still running then ends with an in-band timeout error).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import logging
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from agents import bm25, llm, realtime, selectors, services
+from agents.backends import backend_for, fallback_stream
+from agents.database import run_db
+from agents.exceptions import (
+    AgentNotFound,
+    AgentPaused,
+    BackendTimeout,
+    GaiaError,
+    PermissionDenied,
+    TurnKilled,
+)
+from agents.models import Agent, ApiKey, Team
+from agents.runtime import KEEPALIVE, Turn, TurnSpec
+
+log = logging.getLogger("gaia.teams")
+
+TEAM_PREFIX = "team/"
+ROUTE_TOOL = "hand_to"
+_END = object()
+_TICK = 0.25  # how often the members' phase looks for an operator's kill
+
+
+@dataclass
+class _Failed:
+    error: BaseException
+
+
+@dataclass
+class LoadedTeam:
+    team: Team
+    leader: Agent
+    members: list[Agent]
+
+    @property
+    def model_id(self) -> str:
+        return TEAM_PREFIX + self.team.slug
+
+    @property
+    def agents(self) -> list[Agent]:
+        return [self.leader, *self.members]
+
+
+@dataclass
+class _Catalogue:
+    version: str | None
+    teams: dict[str, LoadedTeam] = field(default_factory=dict)
+
+
+_catalogue: _Catalogue | None = None
+
+
+def team_catalogue() -> dict[str, LoadedTeam]:
+    """Enabled teams by slug, with their agents and provider chains; read again when the
+    configuration stamp changes."""
+    global _catalogue
+    version = selectors._config_version()
+    cat = _catalogue
+    if cat is not None and cat.version == version:
+        return cat.teams
+    cat = _Catalogue(version)
+    teams = Team.objects.filter(enabled=True).select_related("leader__provider")
+    for team in teams:
+        members = [m.agent for m in team.memberships.select_related("agent__provider")
+                   .order_by("position", "pk")]
+        loaded = LoadedTeam(team, team.leader, members)
+        for agent in loaded.agents:
+            selectors.agent_provider_chain_load(agent)
+        cat.teams[team.slug] = loaded
+    _catalogue = cat
+    return cat.teams
+
+
+def _usable(loaded: LoadedTeam, api_key: ApiKey | None) -> bool:
+    ids = getattr(api_key, "allowed_agent_ids", None) if api_key is not None else None
+    return all(a.enabled for a in loaded.agents) and bool(loaded.members) and (
+        not ids or all(a.pk in ids for a in loaded.agents))
+
+
+def team_list(*, api_key: ApiKey | None) -> list[LoadedTeam]:
+    """The teams this key may use: every agent of theirs enabled and allowed to it."""
+    return [t for t in team_catalogue().values() if _usable(t, api_key)]
+
+
+def team_get(*, api_key: ApiKey | None, model: str) -> LoadedTeam:
+    """The team named by ``team/<slug>``: 404 unknown (or unusable), 403 if the key may not
+    use one of its agents, 503 if one of them is paused."""
+    loaded = team_catalogue().get(model.removeprefix(TEAM_PREFIX))
+    if loaded is None or not bool(loaded.members) or not all(a.enabled for a in loaded.agents):
+        raise AgentNotFound(f"The model '{model}' does not exist or you do not have access "
+                            "to it.", param="model")
+    if not _usable(loaded, api_key):
+        raise PermissionDenied(f"This API key may not use the model '{model}'.", param="model")
+    paused = [a.slug for a in loaded.agents if a.paused]
+    if paused:
+        raise AgentPaused(f"The model '{model}' has paused agents ({', '.join(paused)}); try "
+                          "again later.", retry_after=services.AGENT_PAUSED_RETRY_AFTER)
+    return loaded
+
+
+# ---------------------------------------------------------------------------------------------
+# One call of a leader or member (not a turn of its own: its record is an inner message)
+
+
+@dataclass
+class Call:
+    agent: Agent
+    text: str = ""
+    reasoning: str = ""
+    tool_args: str = ""
+    usage: llm.Usage = field(default_factory=lambda: llm.Usage(0, 0))
+    provider: str = ""
+    latency_ms: int = 0
+    ttft_ms: int | None = None
+    finish_reason: str = "stop"
+    error: str = ""
+
+    def inner(self, *, recipient: str) -> services.InnerMessage:
+        return services.InnerMessage(
+            sender=self.agent.slug, recipient=recipient, role="assistant",
+            content=self.text if not self.error else self.text or f"(failed: {self.error})",
+            reasoning=self.reasoning, finish_reason="error" if self.error else self.finish_reason,
+            input_tokens=self.usage.input_tokens, output_tokens=self.usage.output_tokens,
+            usage_estimated=self.usage.estimated, latency_ms=self.latency_ms,
+            ttft_ms=self.ttft_ms, provider=self.provider)
+
+
+async def agent_call(agent: Agent, request: llm.LLMRequest, *, within: float) -> Call:
+    """Run one request to ``agent`` (its provider chain) to the end; never raises for the
+    provider's failures or a timeout (they are in ``Call.error``)."""
+    call = Call(agent)
+    t0 = time.monotonic()
+    text: list[str] = []
+    reasoning: list[str] = []
+    args: list[str] = []
+    usage: llm.Usage | None = None
+
+    def answered(provider: Any) -> None:
+        call.provider = provider.name
+
+    try:
+        async with asyncio.timeout(within):
+            chain = getattr(agent, "provider_chain", None) or [agent.provider]
+            async for event in fallback_stream(chain, request, on_answer=answered):
+                if call.ttft_ms is None and not isinstance(event, llm.Usage | llm.Finish):
+                    call.ttft_ms = int((time.monotonic() - t0) * 1000)
+                if isinstance(event, llm.TextDelta):
+                    text.append(event.text)
+                elif isinstance(event, llm.ReasoningDelta):
+                    reasoning.append(event.text)
+                elif isinstance(event, llm.ToolCallDelta):
+                    args.append(event.arguments)
+                elif isinstance(event, llm.Usage):
+                    usage = event
+                elif isinstance(event, llm.Finish):
+                    call.finish_reason = event.reason
+    except TimeoutError:
+        call.error = f"{agent.slug} did not answer within {within:g} s"
+        call.finish_reason = "error"
+    except GaiaError as exc:
+        call.error = exc.message
+    except Exception as exc:  # noqa: BLE001 - one member's bug must not sink the team
+        log.exception("team call to %s failed", agent.slug)
+        call.error = f"internal error ({type(exc).__name__})"
+    call.text, call.reasoning, call.tool_args = "".join(text), "".join(reasoning), "".join(args)
+    call.latency_ms = int((time.monotonic() - t0) * 1000)
+    call.usage = usage or llm.Usage(
+        llm.estimate_request_tokens(request),
+        llm.estimate_tokens(call.text + call.tool_args), estimated=True)
+    return call
+
+
+def _system(agent: Agent, extra: str) -> str:
+    own = agent.instructions.strip()
+    return f"{own}\n\n{extra}" if own else extra
+
+
+def _roster(members: list[Agent]) -> str:
+    return "\n".join(f"- {m.slug}: {m.description or m.display_name}" for m in members)
+
+
+def parse_plan(text: str, members: list[Agent]) -> dict[str, str] | None:
+    """``{member slug: task}`` from the leader's plan: the first JSON object in its text
+    whose keys name members (others are ignored); ``None`` if there is none."""
+    for match in re.finditer(r"\{", text):
+        try:
+            value, _ = json.JSONDecoder().raw_decode(text[match.start():])
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            slugs = {m.slug for m in members}
+            plan = {k: str(v) for k, v in value.items() if k in slugs and str(v).strip()}
+            if plan:
+                return plan
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# The team turn
+
+
+class TeamTurn:
+    """A team's answer to one request, with :class:`agents.runtime.Turn`'s interface."""
+
+    def __init__(self, spec: TurnSpec, loaded: LoadedTeam) -> None:
+        self.loaded = loaded
+        self.team = loaded.team
+        self.spec = spec
+        self.model = loaded.model_id
+        session_key = spec.session_key
+        if session_key is None and not spec.thread_id:
+            session_key = services.session_key_fallback(
+                model=self.model, user=spec.user, messages=spec.request.messages)
+        self.leader = Turn(dataclasses.replace(
+            spec, agent=loaded.leader, store_first=True, session_key=session_key,
+            route={"model": self.model, "team": self.team.slug, "mode": self.team.mode,
+                   "leader": loaded.leader.slug, "members": [m.slug for m in loaded.members]}))
+        self._queue: asyncio.Queue[Any] = asyncio.Queue()
+        self._task: asyncio.Task[None] | None = None
+        self._inner_usage: list[llm.Usage] = []
+        self._t0 = time.monotonic()
+        self._deadline = self._t0 + self.team.max_seconds
+        self._closed = False
+        self._said: list[str] = []  # the inner work as streamed on the reasoning channel
+        self._passages: dict[str, list[dict[str, Any]]] = {}  # members' knowledge, by slug
+
+    # -- the Turn interface ------------------------------------------------------------------
+
+    @property
+    def request(self) -> llm.LLMRequest | None:
+        return self.leader.request
+
+    @property
+    def result(self) -> services.TurnResult:
+        return self.leader.result
+
+    @property
+    def thread_id(self) -> Any:
+        return self.leader.thread_id
+
+    @property
+    def agent(self) -> Agent:
+        return self.leader.agent
+
+    @property
+    def usage(self) -> llm.Usage:
+        """Every call's tokens: the inner calls' and the answer's."""
+        calls = [*self._inner_usage]
+        if self.leader.request is not None:
+            calls.append(self.leader.usage)
+        return llm.Usage(sum(u.input_tokens for u in calls), sum(u.output_tokens for u in calls),
+                         estimated=any(u.estimated for u in calls))
+
+    def reply_headers(self) -> dict[str, str]:
+        return {**self.leader.reply_headers(), "X-Gaia-Team": self.model}
+
+    def log_facts(self) -> dict[str, Any]:
+        """The leader turn's log facts, naming the team as the agent and counting every
+        member's tokens."""
+        facts = self.leader.log_facts()
+        facts["agent"] = self.model
+        if self._closed:
+            usage = self.usage
+            facts["input_tokens"], facts["output_tokens"] = usage.input_tokens, usage.output_tokens
+        return facts
+
+    async def open(self) -> None:
+        """Store the client's messages in the team's thread (leader's lease held)."""
+        await self.leader.open()
+
+    async def first(self, wait: float) -> Any:
+        self._task = asyncio.create_task(self._run(), name=f"team-{self.team.slug}")
+        try:
+            return await self._next(wait)
+        except BaseException as exc:
+            await self._finish(exc)
+            raise
+
+    async def events(self, first: Any, keepalive: float) -> Any:
+        error: BaseException | None = None
+        try:
+            event = first
+            while event is not None:
+                yield event
+                event = await self._next(keepalive)
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            await self._finish(error)
+
+    async def collect(self, first: Any) -> services.TurnResult:
+        """The answer without streaming; its ``reasoning`` holds the team's inner work (what
+        a stream carries on its reasoning channel) before the answerer's own."""
+        async for _ in self.events(first, keepalive=3600):
+            pass
+        return dataclasses.replace(self.result,
+                                   reasoning="".join(self._said) + self.result.reasoning)
+
+    async def _next(self, wait: float) -> Any:
+        try:
+            async with asyncio.timeout(wait):
+                item = await self._queue.get()
+        except TimeoutError:
+            return KEEPALIVE
+        if item is _END:
+            return None
+        if isinstance(item, _Failed):
+            raise item.error
+        return item
+
+    async def _finish(self, error: BaseException | None) -> None:
+        """Stop the inner work (a client gone, an error) and make sure the leader's turn is
+        recorded and its lease released."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        with contextlib.suppress(Exception):
+            await asyncio.shield(self.leader.close(error=error))
+
+    # -- the inner work ------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        try:
+            await self._work()
+        except BaseException as exc:
+            self._queue.put_nowait(_Failed(exc))
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+        else:
+            self._queue.put_nowait(_END)
+
+    def _say(self, text: str) -> None:
+        """Stream a line of the team's inner work on the reasoning channel."""
+        self._said.append(text)
+        self._queue.put_nowait(llm.ReasoningDelta(text))
+
+    def _step(self, step: str, sender: str, recipient: str, text: str) -> None:
+        realtime.send_event(realtime.event(
+            "team_step", team=self.model, thread_id=str(self.leader.thread_id),
+            response_id=self.spec.response_id, step=step, sender=sender, recipient=recipient,
+            text=text[:2000]))
+
+    async def _store(self, *messages: services.InnerMessage) -> None:
+        assert self.leader._start is not None
+        await run_db(services.team_messages_store, start=self.leader._start,
+                     messages=list(messages))
+
+    def _remaining(self) -> float:
+        return max(0.0, self._deadline - time.monotonic())
+
+    def _budget_left(self) -> int | None:
+        limit = self.team.max_total_tokens
+        if not limit:
+            return None
+        used = sum(u.input_tokens + u.output_tokens for u in self._inner_usage)
+        return limit - used
+
+    def _history(self) -> list[llm.Message]:
+        assert self.leader._start is not None
+        return list(self.leader._start.history)
+
+    def _task_text(self) -> str:
+        return next((m.text for m in reversed(self._history()) if m.role == "user"), "")
+
+    def _member_cap(self, agent: Agent, count: int) -> int:
+        cap = agent.max_output_tokens or 1024
+        limit = self.team.max_total_tokens
+        if limit:
+            cap = min(cap, max(1, limit // (count + 2) // 2))
+        return cap
+
+    async def _work(self) -> None:
+        mode = self.team.mode
+        leader = self.loaded.leader
+        if mode == Team.Mode.ROUTE:
+            member = await self._choose_member()
+            await self._answer(member, final_by_member=True)
+            return
+        if mode == Team.Mode.COORDINATE:
+            tasks = await self._plan()
+        else:
+            tasks = {m.slug: None for m in self.loaded.members}
+        calls = await self._members(tasks)
+        await self._answer(leader, calls=calls)
+
+    async def _plan(self) -> dict[str, str | None]:
+        """The leader's split of the request: ``{member: task}`` (``None``: the whole
+        conversation)."""
+        leader, members = self.loaded.leader, self.loaded.members
+        system = _system(leader, (
+            f"You lead the team '{self.team.display_name}'. Its members:\n{_roster(members)}\n\n"
+            "Split the user's request into one task per member who can help. Answer with only "
+            'a JSON object mapping member ids to their tasks, e.g. {"member-id": "task"}.'))
+        request = llm.LLMRequest(model=leader.model_name, system=system,
+                                 messages=self._history(),
+                                 max_output_tokens=self._member_cap(leader, len(members)))
+        call = await agent_call(leader, request, within=min(self.team.member_timeout_seconds,
+                                                             self._remaining() or 0.01))
+        self._inner_usage.append(call.usage)
+        plan = parse_plan(call.text, members) if not call.error else None
+        note = (f"plan: {json.dumps(plan, ensure_ascii=False)}" if plan else
+                f"no usable plan ({call.error or 'not a JSON object of member tasks'}); "
+                "every member gets the whole request")
+        self._say(f"[{leader.slug}] {note}\n")
+        self._step("plan", leader.slug, self.model, note)
+        await self._store(call.inner(recipient=self.model))
+        if plan is None:
+            return {m.slug: None for m in members}
+        return {m.slug: plan[m.slug] for m in members if m.slug in plan}
+
+    async def _members(self, tasks: dict[str, str | None]) -> list[tuple[Agent, str, Call]]:
+        """Every member with a task answers, concurrently, within the member timeout and the
+        team's wall time; stops early (and raises) if an operator kills the turn."""
+        leader = self.loaded.leader
+        members = [m for m in self.loaded.members if m.slug in tasks]
+        whole = self._task_text()
+        dispatched = []
+        for m in members:
+            task = tasks[m.slug] or whole
+            self._say(f"[{leader.slug} → {m.slug}] {task}\n")
+            self._step("task", leader.slug, m.slug, task)
+            dispatched.append(services.InnerMessage(sender=leader.slug, recipient=m.slug,
+                                                    role="user", content=task))
+        await self._store(*dispatched)
+        timeout = min(self.team.member_timeout_seconds, self._remaining() or 0.01)
+        requests = {m.slug: await self._with_knowledge(
+            m, self._member_request(m, tasks[m.slug], len(members)), tasks[m.slug] or whole)
+            for m in members}
+        running = {
+            asyncio.create_task(agent_call(m, requests[m.slug], within=timeout)):
+                (m, tasks[m.slug] or whole)
+            for m in members}
+        done: list[tuple[Agent, str, Call]] = []
+        pending = set(running)
+        try:
+            while pending:
+                if self.leader._killed:
+                    raise TurnKilled("An operator stopped this turn.")
+                finished, pending = await asyncio.wait(pending, timeout=_TICK,
+                                                       return_when=asyncio.FIRST_COMPLETED)
+                for task in finished:
+                    member, text = running[task]
+                    call = task.result()
+                    self._inner_usage.append(call.usage)
+                    if call.error:
+                        self._say(f"[{member.slug}] failed: {call.error}\n")
+                        self._step("failed", member.slug, leader.slug, call.error)
+                    else:
+                        self._say(f"[{member.slug} → {leader.slug}] {call.text}\n")
+                        self._step("reply", member.slug, leader.slug, call.text)
+                    inner = call.inner(recipient=leader.slug)
+                    inner.passages = self._passages.get(member.slug)
+                    await self._store(inner)
+                    done.append((member, text, call))
+        finally:
+            for task in pending:
+                task.cancel()
+        order = {m.pk: i for i, m in enumerate(self.loaded.members)}
+        done.sort(key=lambda d: order[d[0].pk])
+        return done
+
+    async def _with_knowledge(self, member: Agent, request: llm.LLMRequest, query: str
+                              ) -> llm.LLMRequest:
+        """A member with knowledge bases gets the best passages for its task, as a turn of
+        its own would (agents.knowledge); its reply records which."""
+        if not getattr(member, "knowledge_base_ids", None) or not query.strip():
+            return request
+        from agents import knowledge
+
+        passages = await run_db(knowledge.knowledge_retrieve,
+                                knowledge_base_ids=member.knowledge_base_ids, query=query)
+        if not passages:
+            return request
+        self._passages[member.slug] = [{k: v for k, v in p.items() if k != "text"}
+                                       for p in passages]
+        return request.replace(system=request.system + "\n\n"
+                               + knowledge.passages_prompt(passages))
+
+    def _member_request(self, member: Agent, task: str | None, count: int) -> llm.LLMRequest:
+        leader = self.loaded.leader
+        system = _system(member, (
+            f"You are {member.slug}, a member of the team '{self.team.display_name}' led by "
+            f"{leader.slug}. Your answer goes to the leader, who writes the final reply."))
+        messages = self._history() if task is None else [
+            llm.Message(role="user", parts=(llm.TextPart(task),))]
+        return llm.LLMRequest(model=member.model_name, system=system, messages=messages,
+                              max_output_tokens=self._member_cap(member, count),
+                              temperature=member.temperature, top_p=member.top_p)
+
+    async def _choose_member(self) -> Agent:
+        """Route mode: the leader picks the member to hand the request to."""
+        from agents.routing import parse_choice
+
+        leader, members = self.loaded.leader, self.loaded.members
+        slugs = [m.slug for m in members]
+        system = _system(leader, (
+            f"You lead the team '{self.team.display_name}'. Hand the user's request to "
+            f"exactly one member:\n{_roster(members)}\n\nCall {ROUTE_TOOL} with the member's "
+            "id, or answer with the id alone."))
+        request = llm.LLMRequest(
+            model=leader.model_name, system=system, messages=self._history(),
+            tools=[llm.Tool(ROUTE_TOOL, "Hand the request to one member.", {
+                "type": "object", "properties": {"member": {"type": "string", "enum": slugs}},
+                "required": ["member"]})],
+            tool_choice=llm.ToolChoice("tool", ROUTE_TOOL), max_output_tokens=64)
+        if not backend_for(leader.provider).accepts_tools:
+            request = request.replace(tools=[], tool_choice=llm.ToolChoice())
+        call = await agent_call(leader, request, within=min(self.team.member_timeout_seconds,
+                                                             self._remaining() or 0.01))
+        self._inner_usage.append(call.usage)
+        args = call.tool_args.replace('"member"', '"agent"')
+        choice = None if call.error else parse_choice(call.text, args, slugs)
+        if choice is not None:
+            member = members[slugs.index(choice)]
+            why = f"{leader.slug} chose {member.slug}"
+        else:
+            index = bm25.Index([f"{m.slug} {m.display_name} {m.description}" for m in members])
+            top = index.top(self._task_text(), 1)
+            member = members[top[0][0]] if top else members[0]
+            why = (f"{leader.slug} named no member ({call.error or call.text[:80]!r}); "
+                   f"{member.slug} fits best" if top else
+                   f"{leader.slug} named no member; {member.slug} (the first) answers")
+        self._say(f"[{leader.slug} → {member.slug}] {why}\n")
+        self._step("route", leader.slug, member.slug, why)
+        handover = call.inner(recipient=member.slug)
+        handover.content = handover.content or why
+        await self._store(handover)
+        return member
+
+    async def _answer(self, agent: Agent, *, calls: list[tuple[Agent, str, Call]] = (),
+                      final_by_member: bool = False) -> None:
+        """The answer: the leader from its members' work, or (route) the chosen member;
+        streamed as the reply of the leader's turn."""
+        turn = self.leader
+        assert turn._start is not None
+        assert turn.request is not None
+        if final_by_member:
+            turn.agent = agent
+            turn.result.sender = agent.slug
+            turn.request = turn.build_request(turn._start.history, self.spec.workspace_root)
+        else:
+            work = "\n\n".join(
+                f"[{m.slug}] (task: {task})\n" + (f"FAILED: {c.error}" if c.error else c.text)
+                for m, task, c in calls) or "(no member answered)"
+            turn.request = turn.request.replace(system=(turn.request.system + "\n\n" if
+                                                        turn.request.system else "") + (
+                f"You lead the team '{self.team.display_name}'. Your members' work:\n\n{work}"
+                "\n\nWrite the reply to the user from it. Members that failed are marked."))
+        left = self._budget_left()
+        if left is not None:
+            used, _ = backend_for(agent.provider).count_tokens(turn.request)
+            cap = max(1, left - used)
+            turn.request = turn.request.replace(max_output_tokens=min(
+                turn.request.max_output_tokens or cap, cap))
+        self._step("answer", agent.slug, turn._start.client, "writing the reply")
+        first = await turn.first(wait=max(self._remaining(), 0.01))
+        events = turn.events(first, keepalive=_TICK)
+        async with contextlib.aclosing(events):
+            async for event in events:
+                if event is KEEPALIVE:
+                    if time.monotonic() > self._deadline:
+                        await events.athrow(BackendTimeout(
+                            f"The team '{self.model}' did not finish within "
+                            f"{self.team.max_seconds:g} s."))
+                    continue
+                self._queue.put_nowait(event)

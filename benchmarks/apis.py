@@ -1,0 +1,249 @@
+"""The benchmarks REST API under ``/api/v1/benchmarks/`` (DRF).
+
+Who may call it: API keys with the ``benchmarks`` scope (``Authorization: Bearer`` or
+``X-API-Key``), or a staff session. Errors are DRF-shaped JSON with a stable ``code``:
+``{"detail": "...", "code": "invalid", "param": "limit", "errors": {...}}``; a 400 names the
+bad field in ``param``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import FileResponse
+from rest_framework import exceptions, serializers
+from rest_framework.pagination import LimitOffsetPagination
+from rest_framework.permissions import BasePermission
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView, exception_handler
+
+from agents.authentication import BenchmarksKeyAuthentication, StaffSessionAuthentication
+from agents.exceptions import GaiaError, NotFound
+from agents.models import ApiKey
+from benchmarks import selectors, services
+from benchmarks.models import BenchmarkRun, BenchmarkSuite
+
+BUILTIN_SUITE = "hotpotqa-dev-30"
+
+
+class BenchmarksAccess(BasePermission):
+    """A ``benchmarks`` key, or a staff user's session."""
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        if isinstance(request.auth, ApiKey):
+            return True
+        user = request.user
+        if user is not None and user.is_authenticated:
+            if user.is_staff:
+                return True
+            raise exceptions.PermissionDenied("Staff only.", code="staff_required")
+        raise exceptions.NotAuthenticated(
+            "Send an API key with the 'benchmarks' scope (Authorization: Bearer KEY).",
+            code="missing_api_key")
+
+
+def _first_field(errors: Any, prefix: str = "") -> str | None:
+    if isinstance(errors, dict) and errors:
+        key, value = next(iter(errors.items()))
+        name = f"{prefix}.{key}" if prefix else str(key)
+        if key == "non_field_errors":
+            return prefix or None
+        return _first_field(value, name) or name
+    return None
+
+
+def benchmarks_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    if isinstance(exc, GaiaError):
+        code = exc.code or ("invalid" if exc.status == 400 else exc.kind)
+        response = Response({"detail": exc.message, "code": code,
+                             "param": exc.param}, status=exc.status)
+        if exc.retry_after:
+            response["Retry-After"] = str(exc.retry_after)
+        return response
+    if isinstance(exc, exceptions.ValidationError):
+        errors = exc.detail
+        param = _first_field(errors) if isinstance(errors, dict) else None
+        detail = "Invalid request."
+        if isinstance(errors, dict) and param:
+            first = errors.get(param.split(".")[0])
+            if isinstance(first, list) and first:
+                detail = f"{param}: {first[0]}"
+        return Response({"detail": detail, "code": "invalid", "param": param,
+                         "errors": errors}, status=400)
+    response = exception_handler(exc, context)
+    if response is not None and isinstance(exc, exceptions.APIException):
+        codes = exc.get_codes()
+        response.data = {"detail": str(exc.detail), "code": codes if isinstance(codes, str)
+                         else "error", "param": None}
+    return response
+
+
+class BenchmarksApi(APIView):
+    authentication_classes = [BenchmarksKeyAuthentication, StaffSessionAuthentication]
+    permission_classes = [BenchmarksAccess]
+
+    def get_exception_handler(self) -> Any:
+        return benchmarks_exception_handler
+
+    def _key(self, request: Request) -> ApiKey | None:
+        return request.auth if isinstance(request.auth, ApiKey) else None
+
+    def _user(self, request: Request) -> Any:
+        return request.user if request.user and request.user.is_authenticated else None
+
+
+class StrictSerializer(serializers.Serializer):
+    """Unknown fields are errors (a typo must not silently run the default)."""
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        unknown = sorted(set(getattr(self, "initial_data", {}) or {}) - set(self.fields))
+        if unknown:
+            raise serializers.ValidationError({unknown[0]: ["Unknown field."]})
+        return attrs
+
+
+def _run_or_404(run_id: int) -> BenchmarkRun:
+    run = selectors.run_get(run_id=run_id)
+    if run is None:
+        raise NotFound(f"No run {run_id}.", code="run_not_found")
+    return run
+
+
+class ToolsField(serializers.JSONField):
+    def to_internal_value(self, data: Any) -> Any:
+        value = super().to_internal_value(data)
+        if not isinstance(value, (str, dict)):
+            raise serializers.ValidationError(
+                "'deterministic', 'agents' or {role: 'deterministic' | agent slug}.")
+        return value
+
+
+class RunListCreateApi(BenchmarksApi):
+    class FilterSerializer(serializers.Serializer):
+        status = serializers.ChoiceField(choices=BenchmarkRun.Status.choices, required=False)
+        suite = serializers.CharField(required=False, max_length=100)
+        protocol = serializers.CharField(required=False, max_length=100)
+        agent = serializers.CharField(required=False, max_length=100)
+        since = serializers.DateTimeField(required=False)
+        limit = serializers.IntegerField(required=False, min_value=1, max_value=500)
+        offset = serializers.IntegerField(required=False, min_value=0)
+
+    class InputSerializer(StrictSerializer):
+        suite = serializers.CharField(max_length=100, default=BUILTIN_SUITE)
+        protocol = serializers.CharField(max_length=100, default="json")
+        limit = serializers.IntegerField(min_value=1, required=False)
+        indexes = serializers.ListField(child=serializers.IntegerField(min_value=0),
+                                        min_length=1, max_length=10000, required=False)
+        tools = ToolsField(required=False)
+        question_timeout_s = serializers.FloatField(min_value=0.5, max_value=3600,
+                                                    default=60.0)
+        time_limit_s = serializers.FloatField(min_value=1, max_value=86400, default=3600.0)
+
+    class Pagination(LimitOffsetPagination):
+        default_limit = 50
+        max_limit = 500
+
+    def get(self, request: Request) -> Response:
+        filters = self.FilterSerializer(data=request.query_params)
+        filters.is_valid(raise_exception=True)
+        data = dict(filters.validated_data)
+        data.pop("limit", None)
+        data.pop("offset", None)
+        runs = selectors.run_list(**data)
+        paginator = self.Pagination()
+        page = paginator.paginate_queryset(runs, request, view=self)
+        return paginator.get_paginated_response([selectors.run_public(r) for r in page or []])
+
+    def post(self, request: Request) -> Response:
+        if not isinstance(request.data, dict):
+            raise exceptions.ValidationError({"non_field_errors": ["Expected a JSON object."]})
+        body = self.InputSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        suite = BenchmarkSuite.objects.filter(name=data["suite"]).first()
+        if suite is None:
+            raise exceptions.ValidationError({"suite": [f"No suite {data['suite']!r}."]})
+        run = services.benchmark_run_create(
+            suite=suite, protocol=data["protocol"], limit=data.get("limit"),
+            indexes=data.get("indexes"), tools=data.get("tools"),
+            question_timeout_s=data["question_timeout_s"], time_limit_s=data["time_limit_s"],
+            submitted_by=self._key(request), submitted_by_user=self._user(request))
+        run = _run_or_404(run.pk)
+        return Response(selectors.run_public(run), status=201,
+                        headers={"Location": f"/api/v1/benchmarks/runs/{run.pk}"})
+
+
+class RunDetailApi(BenchmarksApi):
+    def get(self, request: Request, run_id: int) -> Response:
+        run = _run_or_404(run_id)
+        return Response({**selectors.run_public(run),
+                         "artifacts": selectors.run_artifacts(run=run)})
+
+
+class RunResultsApi(BenchmarksApi):
+    def get(self, request: Request, run_id: int) -> Response:
+        run = _run_or_404(run_id)
+        return Response({"run_id": run.pk, "status": run.status, "suite": run.suite.name,
+                         "tools": run.tools, "baseline": run.baseline,
+                         "quality_label": selectors.quality_label(run),
+                         "summary": run.summary, "results": selectors.run_results(run=run)})
+
+
+class RunCancelApi(BenchmarksApi):
+    def post(self, request: Request, run_id: int) -> Response:
+        run = _run_or_404(run_id)
+        who = self._key(request) or self._user(request)
+        run = services.benchmark_run_cancel(run=run, reason=f"cancelled by {who}")
+        return Response(selectors.run_public(_run_or_404(run.pk)))
+
+
+class RunArtifactApi(BenchmarksApi):
+    def get(self, request: Request, run_id: int, name: str) -> Any:
+        run = _run_or_404(run_id)
+        handle = selectors.artifact_open(run=run, name=name)
+        if handle is None:
+            raise NotFound(f"Run {run_id} has no artifact {name!r}.", code="artifact_not_found")
+        content_type = "application/json" if name.endswith(".json") else "application/gzip"
+        return FileResponse(handle, as_attachment=True, filename=name.replace("/", "-"),
+                            content_type=content_type)
+
+
+class CompareApi(BenchmarksApi):
+    def get(self, request: Request) -> Response:
+        raw = request.query_params.get("runs", "")
+        try:
+            ids = [int(x) for x in raw.split(",") if x.strip()]
+        except ValueError:
+            raise exceptions.ValidationError({"runs": ["Run ids separated by commas."]}) from None
+        if not 2 <= len(ids) <= 20 or len(set(ids)) != len(ids):
+            raise exceptions.ValidationError({"runs": ["Between 2 and 20 distinct run ids."]})
+        runs = [_run_or_404(i) for i in ids]
+        return Response(selectors.runs_compare(runs=runs))
+
+
+class SuiteListCreateApi(BenchmarksApi):
+    class InputSerializer(StrictSerializer):
+        name = serializers.SlugField(max_length=100)
+        description = serializers.CharField(required=False, allow_blank=True, max_length=5000)
+        source = serializers.CharField(required=False, allow_blank=True, max_length=500)
+        licence = serializers.CharField(required=False, allow_blank=True, max_length=200)
+        questions = serializers.JSONField()
+
+    def get(self, request: Request) -> Response:
+        return Response({"results": [selectors.suite_public(s) for s in selectors.suite_list()]})
+
+    def post(self, request: Request) -> Response:
+        if not isinstance(request.data, dict):
+            raise exceptions.ValidationError({"non_field_errors": ["Expected a JSON object."]})
+        body = self.InputSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        suite = services.suite_create(created_by=self._key(request), **body.validated_data)
+        return Response(selectors.suite_public(suite), status=201)
+
+
+class UnknownRouteApi(BenchmarksApi):
+    def _missing(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        raise NotFound(f"No route {request.path}.", code="not_found")
+
+    get = post = put = patch = delete = _missing

@@ -1,0 +1,174 @@
+"""Reads for benchmark suites and runs: the public shapes the API, the feed and the CLI show.
+
+Quality always travels with the suite and tool backend it came from, and deterministic tools'
+quality carries the baseline label (see ``BASELINE_LABEL``)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.core.files.storage import default_storage
+from django.db.models import QuerySet
+
+from agents.selectors import iso
+from benchmarks.models import BASELINE_LABEL, BenchmarkResult, BenchmarkRun, BenchmarkSuite
+
+ARTIFACT_NAMES = ("summary.json", "run_artifacts.tar.gz")
+
+
+def quality_label(run: BenchmarkRun) -> str:
+    if run.baseline:
+        return BASELINE_LABEL
+    return "agents: " + ", ".join(f"{r}={b}" for r, b in sorted(run.tools.items()))
+
+
+def run_public(run: BenchmarkRun) -> dict[str, Any]:
+    summary = run.summary or None
+    return {
+        "id": run.pk,
+        "suite": run.suite.name,
+        "status": run.status,
+        "protocol": run.protocol,
+        "selection": run.selection,
+        "question_indexes": run.question_indexes,
+        "tools": run.tools,
+        "baseline": run.baseline,
+        "quality_label": quality_label(run),
+        "question_timeout_s": run.question_timeout_s,
+        "time_limit_s": run.time_limit_s,
+        "submitted_by": run.submitted_by.name if run.submitted_by_id else (
+            run.submitted_by_user.get_username() if run.submitted_by_user_id else None),
+        "celery_task_id": run.celery_task_id or None,
+        "worker": run.worker or None,
+        "attempts": run.attempts,
+        "heartbeat_at": iso(run.heartbeat_at),
+        "progress": {"questions_done": run.questions_done,
+                     "questions_total": run.questions_total,
+                     "packets": run.packets, "bytes": run.bytes},
+        "summary": summary,
+        "error": run.error or None,
+        "notes": run.notes.splitlines(),
+        "queued_at": iso(run.queued_at),
+        "started_at": iso(run.started_at),
+        "finished_at": iso(run.finished_at),
+    }
+
+
+def result_public(result: BenchmarkResult) -> dict[str, Any]:
+    return {
+        "question_index": result.question_index,
+        "question_id": result.question_id,
+        "question": result.question,
+        "status": result.status,
+        "error": result.error or None,
+        "prediction": result.prediction,
+        "gold": result.gold,
+        "exact_match": result.exact_match,
+        "f1": result.f1,
+        "rouge_l": result.rouge_l,
+        "bytes_tx": result.bytes_tx,
+        "bytes_rx": result.bytes_rx,
+        "packets": result.packets,
+        "header_overhead": result.header_overhead,
+        "tokens": result.tokens,
+        "tokens_by_agent": result.tokens_by_agent,
+        "elapsed_ms": result.elapsed_ms,
+        "artifacts": [f"q{result.question_index}/metrics.json",
+                      f"q{result.question_index}/run_artifacts.tar.gz"],
+    }
+
+
+def suite_public(suite: BenchmarkSuite) -> dict[str, Any]:
+    return {
+        "name": suite.name,
+        "description": suite.description,
+        "source": suite.source,
+        "licence": suite.licence,
+        "question_count": suite.question_count,
+        "builtin": suite.builtin,
+        "created_at": iso(suite.created_at),
+    }
+
+
+def suite_list() -> QuerySet[BenchmarkSuite]:
+    return BenchmarkSuite.objects.order_by("name")
+
+
+def run_list(*, status: str | None = None, suite: str | None = None,
+             protocol: str | None = None, agent: str | None = None,
+             since: datetime | None = None) -> QuerySet[BenchmarkRun]:
+    runs = BenchmarkRun.objects.select_related("suite", "submitted_by", "submitted_by_user")
+    if status:
+        runs = runs.filter(status=status)
+    if suite:
+        runs = runs.filter(suite__name=suite)
+    if protocol:
+        runs = runs.filter(protocol=protocol)
+    if agent:
+        # tools is a small JSON object {role: backend}: match the slug as one of its values
+        # portably (SQLite and PostgreSQL) by its JSON text.
+        runs = runs.filter(tools__icontains=f'"{agent}"')
+    if since:
+        runs = runs.filter(queued_at__gte=since)
+    return runs.order_by("-queued_at", "-id")
+
+
+def run_get(*, run_id: int) -> BenchmarkRun | None:
+    return BenchmarkRun.objects.select_related("suite", "submitted_by",
+                                               "submitted_by_user").filter(pk=run_id).first()
+
+
+def run_results(*, run: BenchmarkRun) -> list[dict[str, Any]]:
+    return [result_public(r) for r in run.results.order_by("question_index")]
+
+
+def run_artifacts(*, run: BenchmarkRun) -> list[str]:
+    """Names of the run's stored artifacts (``summary.json``, ``run_artifacts.tar.gz``,
+    ``q<index>/metrics.json``, ``q<index>/run_artifacts.tar.gz``)."""
+    names = [n for n in ARTIFACT_NAMES if default_storage.exists(
+        f"benchmarks/runs/{run.pk}/{n}")]
+    for index in run.results.order_by("question_index").values_list("question_index",
+                                                                    flat=True):
+        names += [f"q{index}/metrics.json", f"q{index}/run_artifacts.tar.gz"]
+    return names
+
+
+def artifact_open(*, run: BenchmarkRun, name: str) -> Any | None:
+    """The stored artifact ``name`` of ``run`` opened for reading, or ``None``."""
+    if name not in run_artifacts(run=run):
+        return None
+    path = f"benchmarks/runs/{run.pk}/{name}"
+    return default_storage.open(path, "rb") if default_storage.exists(path) else None
+
+
+def runs_compare(*, runs: list[BenchmarkRun]) -> dict[str, Any]:
+    """Metrics side by side and, per question index any run answered, each run's answer and
+    scores; ``differences`` lists the questions where exact match or the answer differ."""
+    per_run = {r.pk: {res.question_index: res for res in r.results.all()} for r in runs}
+    indexes = sorted({i for results in per_run.values() for i in results})
+    questions = []
+    for index in indexes:
+        row: dict[str, Any] = {"question_index": index, "question": None, "gold": None,
+                               "runs": {}}
+        for run in runs:
+            res = per_run[run.pk].get(index)
+            if res is None:
+                row["runs"][str(run.pk)] = None
+                continue
+            row["question"], row["gold"] = res.question, res.gold
+            row["runs"][str(run.pk)] = {"prediction": res.prediction, "status": res.status,
+                                        "exact_match": res.exact_match, "f1": res.f1,
+                                        "rouge_l": res.rouge_l, "bytes": res.bytes_tx
+                                        + res.bytes_rx, "elapsed_ms": res.elapsed_ms}
+        answers = [(v or {}).get("prediction") for v in row["runs"].values()]
+        ems = [(v or {}).get("exact_match") for v in row["runs"].values()]
+        row["differs"] = len(set(map(str, answers))) > 1 or len(set(map(str, ems))) > 1
+        questions.append(row)
+    return {
+        "runs": [{"id": r.pk, "suite": r.suite.name, "protocol": r.protocol, "tools": r.tools,
+                  "status": r.status, "baseline": r.baseline, "quality_label": quality_label(r),
+                  "summary": r.summary} for r in runs],
+        "questions": questions,
+        "differences": [q["question_index"] for q in questions if q["differs"]],
+    }

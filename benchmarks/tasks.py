@@ -1,0 +1,24 @@
+"""Celery tasks: interfaces that take ids and call the executor (which claims the run)."""
+
+from __future__ import annotations
+
+from celery import shared_task
+from celery.signals import worker_ready
+
+
+@shared_task(name="benchmarks.benchmark_run_execute", acks_late=True,
+             reject_on_worker_lost=False, ignore_result=True)
+def benchmark_run_execute(run_id: int) -> str | None:
+    """Run one benchmark run. A redelivered message finds the run claimed and does nothing;
+    a run whose worker died is recovered by the stale-run check, not by redelivery."""
+    from benchmarks.executor import benchmark_run_execute as execute
+
+    task_id = benchmark_run_execute.request.id or ""
+    return execute(run_id=run_id, task_id=task_id)
+
+
+@worker_ready.connect
+def _start_reaper(**_: object) -> None:
+    from benchmarks.worker import reaper_start
+
+    reaper_start()
