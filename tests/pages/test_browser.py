@@ -428,3 +428,19 @@ def test_a_lagged_feed_makes_the_page_resync(page, gaia_server, gaia_server_fact
     expect()(page.locator("article.role-assistant .body").last).to_have_text("two")
     assert page.evaluate("window.__lagged") >= 1
     assert page.evaluate("window.gaiaFeed.lastResync") == "lagged"
+
+
+def test_feed_commands_are_answered_by_their_id(page, make_agent):
+    make_agent(slug="commanded")
+    page.goto("/agents/commanded/")
+    expect()(page.locator("#feed-status")).to_have_attribute("data-state", "live")
+    ack = page.evaluate("window.gaiaFeed.command('pause', {agent: 'commanded'})")
+    assert ack["event"] == "ack"
+    assert ack["id"].startswith("c")
+    expect()(page.locator("#agent-light")).to_have_class(re.compile("state-paused"))
+    expect()(page.locator("#resume")).to_be_visible()
+    refused = page.evaluate("""window.gaiaFeed.command('pause', {agent: 'nobody-here'})
+                               .then(() => 'acked', e => e.message)""")
+    assert "nobody-here" in refused
+    page.evaluate("window.gaiaFeed.command('resume', {agent: 'commanded'})")
+    expect()(page.locator("#agent-light")).to_have_class(re.compile("state-idle"))
