@@ -688,7 +688,7 @@
 
   var subscription = null;
   if (PAGE === "thread") subscription = { threads: [THREAD_ID], agents: [], events: [] };
-  var feed = new window.GaiaFeed({ subscription: subscription });
+  var feed = new window.GaiaFeed({ subscription: subscription, batch: PAGE !== "thread" });
   window.gaiaFeed = feed;
 
   feed.on("agent_state", applyAgentState);
