@@ -126,10 +126,10 @@
 
   function messageNode(m) {
     var p = m.payload || {};
-    var art = h("article", { "class": "msg role-" + m.role, "data-message-id": m.id,
+    var art = h("article", { "class": "msg role-" + m.role + (m.internal ? " internal" : ""), "data-message-id": m.id,
                              "data-response-id": m.response_id || null },
       h("header", null, h("strong", { text: m.from }), " → " + m.to + " ",
-        h("span", { "class": "muted", text: m.payload_type + " · " + m.timestamp })));
+        h("span", { "class": "muted", text: m.payload_type + (m.internal ? " · internal" : "") + " · " + m.timestamp })));
     if (p.reasoning) art.appendChild(h("details", { "class": "reasoning" }, h("summary", { text: "reasoning" }),
                                        h("pre", { "class": "text", text: p.reasoning })));
     art.appendChild(h("pre", { "class": "text body", text: p.content || "" }));
@@ -139,7 +139,8 @@
         h("span", { "data-meta": "tokens", text: orDash(m.input_tokens) + " in / " + orDash(m.output_tokens) + " out" + (m.usage_estimated ? " (estimated)" : "") }),
         " · TTFT ", h("span", { "data-meta": "ttft", text: orDash(m.ttft_ms) }), " ms",
         " · ", h("span", { "data-meta": "latency", text: orDash(m.latency_ms) }), " ms",
-        " · finish ", h("span", { "class": "finish", "data-meta": "finish", text: m.finish_reason || "?" })));
+        " · finish ", h("span", { "class": "finish", "data-meta": "finish", text: m.finish_reason || "?" }),
+        m.provider ? " · via " + m.provider : null));
     }
     return art;
   }
