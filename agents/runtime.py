@@ -27,7 +27,14 @@ from django.conf import settings
 from agents import llm, realtime, selectors, services
 from agents.backends import backend_for, backend_stream
 from agents.database import run_db
-from agents.exceptions import Conflict, ContextTooLong, GaiaError, InvalidRequest, TurnKilled
+from agents.exceptions import (
+    Conflict,
+    ContextTooLong,
+    GaiaError,
+    InvalidRequest,
+    TurnInterrupted,
+    TurnKilled,
+)
 from agents.models import Agent, ApiKey
 
 log = logging.getLogger("gaia.turns")
@@ -37,6 +44,7 @@ KEEPALIVE = object()  # yielded by Turn.events when the backend has been silent 
 _END = object()  # queued after the backend's last event
 _BUSY = object()  # queued when a named session's thread turned out to be busy
 _KILLED = object()  # queued when an operator killed the turn
+_INTERRUPTED = object()  # queued when the server stops before the turn has finished
 
 # A streaming reply's progress reaches the feed at most this often per turn.
 DELTA_INTERVAL = 0.1
@@ -56,6 +64,70 @@ _inflight: dict[str, set[Turn]] = {}
 def inflight_turns() -> dict[str, set[Turn]]:
     """The turns running in this process, by thread id (read-only use)."""
     return _inflight
+
+
+# -- leases ---------------------------------------------------------------------------------
+# A turn's lease on its thread is short (``GAIA_THREAD_LOCK_SECONDS``) and renewed while the
+# turn runs, by one task per process for all its turns (one write per renewal period, none
+# per turn): a process that dies stops renewing, and its threads are free a lease later.
+
+_keeper: asyncio.Task[None] | None = None
+_draining = False  # set when the server has been told to stop (gaia_site.lifespan)
+
+
+def lease_renew_interval() -> float:
+    return max(0.05, settings.GAIA_THREAD_LOCK_SECONDS / 3)
+
+
+def _lease_tokens() -> list[str]:
+    return [turn._start.lock_token for turns in _inflight.values() for turn in turns
+            if turn._start is not None and not turn._closed]
+
+
+def _keeper_ensure() -> None:
+    """Start this process's lease keeper on the running loop unless it runs already."""
+    global _keeper
+    if _keeper is None or _keeper.done() or _keeper.get_loop() is not asyncio.get_running_loop():
+        _keeper = asyncio.get_running_loop().create_task(_keep_leases(), name="gaia-leases")
+
+
+async def _keep_leases() -> None:
+    """Renew the leases of every turn of this process until none is left."""
+    while True:
+        await asyncio.sleep(lease_renew_interval())
+        tokens = _lease_tokens()
+        if not tokens:
+            return
+        try:
+            await run_db(services.thread_leases_renew, tokens=tokens,
+                         lease_seconds=settings.GAIA_THREAD_LOCK_SECONDS)
+        except Exception:  # a database hiccup: try again next period, the leases still hold
+            log.exception("could not renew %d thread leases", len(tokens))
+
+
+def drain_begin() -> None:
+    """The server is stopping: turns that have not finished when it cancels them are recorded
+    as ``interrupted`` (not as a client that went away)."""
+    global _draining
+    _draining = True
+
+
+async def drain_wait(within: float) -> None:
+    """Wait (at most ``within`` seconds) until every turn of this process is recorded and
+    its lease released; turns still running are stopped and recorded as interrupted."""
+    drain_begin()
+    for turns in list(_inflight.values()):
+        for turn in list(turns):
+            turn.interrupt()
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        pending = [t for t in _background if not t.done()]
+        if not pending and not _inflight:
+            return
+        if pending:
+            await asyncio.wait(pending, timeout=max(0.0, deadline - time.monotonic()))
+        else:
+            await asyncio.sleep(0.02)  # an interrupted turn is on its way to closing
 
 
 @realtime.on_control("reload")
@@ -118,6 +190,7 @@ class Turn:
         self._usage: llm.Usage | None = None
         self._closed = False
         self._killed = False
+        self._interrupted = False
         self._waiting = False
         self._registered: str | None = None  # the thread id this turn is registered under
         self._delta_at = 0.0  # when the feed last heard of this reply's progress
@@ -225,6 +298,7 @@ class Turn:
             self._unregister()
             _inflight.setdefault(key, set()).add(self)
             self._registered = key
+            _keeper_ensure()
 
     def _unregister(self) -> None:
         if self._registered is not None:
@@ -244,6 +318,15 @@ class Turn:
         if self._pump_task is not None:
             self._pump_task.cancel()
         self._events.put_nowait(_KILLED)
+
+    def interrupt(self) -> None:
+        """Stop the turn because its server is stopping: recorded as ``interrupted``."""
+        if self._killed or self._closed:
+            return
+        self._interrupted = True
+        if self._pump_task is not None:
+            self._pump_task.cancel()
+        self._events.put_nowait(_INTERRUPTED)
 
     def _begin_now(self) -> None:
         """Start storing a derived session's turn (once; the backend calls this when its
@@ -382,9 +465,13 @@ class Turn:
             return event
         if event is _KILLED:
             raise TurnKilled("An operator stopped this turn.")
+        if event is _INTERRUPTED:
+            raise TurnInterrupted(services.INTERRUPTED_ERROR)
         if isinstance(event, _Failed):
             if self._killed:
                 raise TurnKilled("An operator stopped this turn.")
+            if self._interrupted:
+                raise TurnInterrupted(services.INTERRUPTED_ERROR)
             raise event.error
         self._absorb(event)
         if self._registered is not None and time.monotonic() - self._delta_at >= DELTA_INTERVAL:
@@ -513,6 +600,10 @@ class Turn:
         if isinstance(error, TurnKilled) or (self._killed and error is not None):
             r.finish_reason = "killed"
             r.error = "An operator stopped this turn."
+        elif isinstance(error, TurnInterrupted) or (self._interrupted and error is not None) or (
+                _draining and isinstance(error, asyncio.CancelledError | GeneratorExit)):
+            r.finish_reason = "interrupted"
+            r.error = services.INTERRUPTED_ERROR
         elif isinstance(error, asyncio.CancelledError | GeneratorExit):
             r.finish_reason = "client_disconnected"
             r.error = "The client disconnected before the reply was complete."

@@ -385,7 +385,9 @@ def agents_export() -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------------
 # Threads: resolving a conversation, the turn lease, recording messages
 
-FAILED_FINISHES = ("error", "client_disconnected")
+FAILED_FINISHES = ("error", "client_disconnected", "interrupted")
+INTERRUPTED_ERROR = ("The turn was interrupted: the server process running it stopped before "
+                     "the reply was complete.")
 EMPTY_DIGEST = hashlib.sha256(b"gaia-thread").hexdigest()
 
 
@@ -503,7 +505,8 @@ def thread_turn_begin(
                 Thread.objects.filter(
                     api_key=api_key, session_key=session_key, agent=agent,
                     history_digest__in=chain,
-                ).only("pk", "session_key", "history_digest", "message_count", "workspace_root")
+                ).only("pk", "session_key", "history_digest", "message_count", "workspace_root",
+                      "lock_expires_at")
                 .order_by("-updated_at")[:20]
             )
             if candidates:
@@ -542,6 +545,10 @@ def thread_turn_begin(
         got = Thread.objects.filter(
             _lease_free(now), pk=thread.pk, history_digest=thread.history_digest
         ).update(**lease)
+        if got and thread.lock_expires_at is not None and thread.lock_expires_at < now:
+            # The lease had expired without its turn finishing: the process running it died.
+            thread.message_count = _thread_record_abandoned(thread=thread, agent=agent,
+                                                            now=now)
         if not got:
             if exclusive or stateful:
                 return None  # busy, or it moved on meanwhile: wait and resolve again
@@ -606,6 +613,59 @@ def _announce_turn_begin(*, agent: Agent, client: str, thread: Thread, rows: lis
 
 def _lease_free(now: Any) -> Q:
     return Q(lock_expires_at__isnull=True) | Q(lock_expires_at__lt=now)
+
+
+def _thread_record_abandoned(*, thread: Thread, agent: Agent, now: Any) -> int:
+    """Record that the turn which held ``thread``'s (now expired) lease never finished: an
+    empty assistant message with finish reason ``interrupted`` and the thread's
+    ``last_error``; the feed hears of it. Call inside the transaction that takes the lease.
+    Returns the thread's new message count."""
+    seq = thread.message_count
+    row = Message.objects.create(
+        thread_id=thread.pk, seq=seq, role=Message.Role.ASSISTANT, content="",
+        finish_reason="interrupted", dialect="",
+    )
+    Thread.objects.filter(pk=thread.pk).update(
+        message_count=seq + 1, status=Thread.Status.ERROR, last_error=INTERRUPTED_ERROR,
+        updated_at=now)
+    for e in (
+        realtime.event("message", message=selectors.message_public(
+            row, agent=agent.slug, client="gaia")),
+        realtime.event("thread_updated", thread_id=str(thread.pk), status=Thread.Status.ERROR,
+                       message_count=seq + 1, last_activity=selectors.iso(now),
+                       error=INTERRUPTED_ERROR),
+        realtime.event("error", thread_id=str(thread.pk), agent=agent.slug,
+                       error=INTERRUPTED_ERROR),
+    ):
+        realtime.send_event_on_commit(e)
+    return seq + 1
+
+
+def thread_leases_renew(*, tokens: list[str], lease_seconds: float) -> int:
+    """Extend the leases ``tokens`` (the turns running in one process) by ``lease_seconds``
+    from now: one write for all of them. Returns how many were still held."""
+    if not tokens:
+        return 0
+    until = timezone.now() + timedelta(seconds=lease_seconds)
+    return Thread.objects.filter(lock_token__in=tokens).update(lock_expires_at=until)
+
+
+def thread_leases_sweep() -> int:
+    """Record every turn whose lease expired without it finishing (its process died) as
+    interrupted and release the lease. Run once at server start, after a lease's length.
+    Returns how many were found."""
+    now = timezone.now()
+    found = 0
+    stale = Thread.objects.filter(lock_expires_at__lt=now).select_related("agent")
+    for thread in stale.only("pk", "message_count", "lock_expires_at", "agent", "agent__slug"):
+        with transaction.atomic():
+            if Thread.objects.filter(pk=thread.pk, lock_expires_at__lt=now).update(
+                    lock_token="", lock_expires_at=None):
+                fresh = Thread.objects.only("message_count").get(pk=thread.pk)
+                thread.message_count = fresh.message_count
+                _thread_record_abandoned(thread=thread, agent=thread.agent, now=now)
+                found += 1
+    return found
 
 
 @dataclass

@@ -105,7 +105,7 @@ def server_command(host: str, port: int, *, workers: int = 1, server: str = "uvi
         return [sys.executable, "-m", "daphne", "-b", host, "-p", str(port),
                 "gaia_site.asgi:application"]
     return [sys.executable, "-m", "uvicorn", "gaia_site.asgi:application", "--host", host,
-            "--port", str(port), "--loop", "uvloop", "--http", "httptools", "--lifespan", "off",
+            "--port", str(port), "--loop", "uvloop", "--http", "httptools", "--lifespan", "on",
             "--no-access-log", "--timeout-graceful-shutdown", "5", "--workers", str(workers)]
 
 

@@ -193,7 +193,9 @@ GAIA_ALLOW_ANONYMOUS = env.bool("GAIA_ALLOW_ANONYMOUS", default=False)
 GAIA_MAX_BODY_BYTES = env.int("GAIA_MAX_BODY_BYTES", default=20 * 1024 * 1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = GAIA_MAX_BODY_BYTES
 GAIA_KEEPALIVE_SECONDS = env.float("GAIA_KEEPALIVE_SECONDS", default=15.0)
-GAIA_THREAD_LOCK_SECONDS = env.float("GAIA_THREAD_LOCK_SECONDS", default=600.0)
+# A turn's lease on its thread: renewed every third of it while the turn runs, so a thread
+# whose server process died is free again (and its turn recorded as interrupted) this long after.
+GAIA_THREAD_LOCK_SECONDS = env.float("GAIA_THREAD_LOCK_SECONDS", default=30.0)
 GAIA_THREAD_WAIT_SECONDS = env.float("GAIA_THREAD_WAIT_SECONDS", default=300.0)
 GAIA_DEBUG_REQUESTS = env.bool("GAIA_API_DEBUG", default=False)
 GAIA_SHOW_PROMPTS = env.bool("GAIA_SHOW_PROMPTS", default=False)
