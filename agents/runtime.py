@@ -48,6 +48,23 @@ _INTERRUPTED = object()  # queued when the server stops before the turn has fini
 
 # A streaming reply's progress reaches the feed at most this often per turn.
 DELTA_INTERVAL = 0.1
+# No tokenizer's token is longer than this many characters: an input with more characters
+# than this many times the agent's token limit is over it without being counted.
+MAX_CHARS_PER_TOKEN = 32
+# Counting more tokens than about this (by the 4-characters estimate) runs off the event
+# loop: a tokenizer takes milliseconds per 100 KB, and every request on the server waits
+# for the loop.
+COUNT_ON_LOOP_TOKENS = 8000
+
+
+async def count_tokens(backend: Any, request: llm.LLMRequest, *, rough: int | None = None
+                       ) -> int:
+    """The backend's count of ``request``'s input tokens, off the event loop when large."""
+    if rough is None:
+        rough = llm.estimate_request_tokens(request)
+    if rough <= COUNT_ON_LOOP_TOKENS:
+        return backend.count_tokens(request)[0]
+    return (await asyncio.to_thread(backend.count_tokens, request))[0]
 
 
 @dataclass
@@ -179,6 +196,7 @@ class Turn:
         self._begin_task: asyncio.Future[services.TurnStart | None] | None = None
         self._workspace: str | None = None
         self.request: llm.LLMRequest | None = None
+        self.input_tokens: int | None = None  # counted by open() when the agent has a limit
         self._start: services.TurnStart | None = None
         self._events: asyncio.Queue[Any] = asyncio.Queue()  # filled by _pump
         self._pump_task: asyncio.Task[None] | None = None
@@ -239,7 +257,17 @@ class Turn:
             self._begin_later = lambda: self._begin_once(workspace, exclusive=exclusive)
         limit = spec.agent.max_input_tokens
         if limit:
-            used, _ = backend.count_tokens(self.request)
+            rough = llm.estimate_request_tokens(self.request)  # about a token per 4 characters
+            if rough > limit * MAX_CHARS_PER_TOKEN // 4:
+                # More characters than even the longest tokens could fit in the limit:
+                # refused without counting (counting 18 MB would take seconds).
+                error = ContextTooLong(
+                    f"This conversation has at least {rough * 4 // MAX_CHARS_PER_TOKEN} input "
+                    f"tokens; the model '{spec.agent.slug}' accepts {limit}.", param="messages")
+                self._begin_later = None  # nothing of it is stored (unless it holds a lease)
+                await self.close(error=error)
+                raise error
+            used = self.input_tokens = await count_tokens(backend, self.request, rough=rough)
             if used > limit:
                 error = ContextTooLong(
                     f"This conversation has about {used} input tokens; the model "

@@ -93,7 +93,7 @@ def api_key_cached(*, cache: _AccessCache, prefix: str) -> ApiKey | None:
 def agent_cached(*, cache: _AccessCache, slug: str) -> Agent | None:
     """The enabled agent with this model id (with its provider), or ``None``."""
     agent = cache.agents.get(slug)
-    if agent is None:
+    if agent is None and "\x00" not in slug:  # no model id has a NUL (PostgreSQL refuses it)
         agent = Agent.objects.select_related("provider").filter(slug=slug, enabled=True).first()
         if agent is not None:
             cache.agents[slug] = agent
@@ -112,6 +112,8 @@ def model_list(*, api_key: ApiKey | None) -> list[Agent]:
 
 def stored_reply_get(*, response_id: str, api_key: ApiKey | None) -> Message | None:
     """The stored reply ``response_id`` of a thread this key owns (any dialect's id)."""
+    if "\x00" in response_id or len(response_id) > 100:  # no stored id is like that
+        return None
     return (
         Message.objects.select_related("thread__agent")
         .filter(response_id=response_id, role=Message.Role.ASSISTANT, thread__api_key=api_key)

@@ -192,6 +192,7 @@ REST_FRAMEWORK = {
 GAIA_ALLOW_ANONYMOUS = env.bool("GAIA_ALLOW_ANONYMOUS", default=False)
 GAIA_MAX_BODY_BYTES = env.int("GAIA_MAX_BODY_BYTES", default=20 * 1024 * 1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = GAIA_MAX_BODY_BYTES
+GAIA_MAX_MESSAGES = env.int("GAIA_MAX_MESSAGES", default=2000)  # per request (400 above)
 GAIA_KEEPALIVE_SECONDS = env.float("GAIA_KEEPALIVE_SECONDS", default=15.0)
 # A turn's lease on its thread: renewed every third of it while the turn runs, so a thread
 # whose server process died is free again (and its turn recorded as interrupted) this long after.

@@ -33,7 +33,7 @@ from agents.exceptions import (
     NotFound,
     PayloadTooLarge,
 )
-from agents.runtime import KEEPALIVE, Turn, TurnSpec, as_gaia_error
+from agents.runtime import KEEPALIVE, Turn, TurnSpec, as_gaia_error, count_tokens
 from openai_api.dialects import chat, messages, responses
 from openai_api.dialects.common import SSE_DONE, SSE_KEEPALIVE, parse_json, sse_data
 from openai_api.errors import error_response, openai_error_body
@@ -406,7 +406,9 @@ class MessageCreateApi(V1View):
                 headers=turn.reply_headers(),
             )
         assert turn.request is not None
-        input_tokens, _ = backend_for(agent.provider).count_tokens(turn.request)
+        input_tokens = turn.input_tokens
+        if input_tokens is None:
+            input_tokens = await count_tokens(backend_for(agent.provider), turn.request)
         stream = messages.MessageEventStream(message_id=message_id, model=agent.slug)
         response, start = sse_response(), stream.start(input_tokens)
         first = await turn.first(wait=keepalive)
@@ -429,5 +431,5 @@ class MessageCountTokensApi(V1View):
                              response_id=""))
         built = turn.build_request(canonical.messages,
                                     extract_workspace_root(canonical.messages))
-        count, _ = backend_for(agent.provider).count_tokens(built)
+        count = await count_tokens(backend_for(agent.provider), built)
         return json_response({"input_tokens": count})
