@@ -212,6 +212,7 @@ class Message(models.Model):
     output_tokens = models.PositiveIntegerField(null=True, blank=True)
     usage_estimated = models.BooleanField(default=False)
     finish_reason = models.CharField(max_length=40, blank=True)
+    error = models.TextField(blank=True, help_text="Why this reply failed, if it did.")
     latency_ms = models.PositiveIntegerField(null=True, blank=True)
     ttft_ms = models.PositiveIntegerField("time to first token (ms)", null=True, blank=True)
     dialect = models.CharField(max_length=20, blank=True)

@@ -613,9 +613,10 @@ class Turn:
             except Exception:  # the turn was never stored: nothing to record it on
                 return
         r = self.result
-        r.text = "".join(self._text)
-        r.reasoning = "".join(self._reasoning)
-        r.tool_calls = self.tool_calls
+        r.text = _storable("".join(self._text))
+        r.reasoning = _storable("".join(self._reasoning))
+        r.tool_calls = [llm.ToolCall(_storable(c.id), _storable(c.name),
+                                     _storable(c.arguments)) for c in self.tool_calls]
         if self.request is not None:
             usage = self.usage
             r.input_tokens, r.output_tokens = usage.input_tokens, usage.output_tokens
@@ -641,8 +642,30 @@ class Turn:
         elif error is not None:
             r.finish_reason = "error"
             r.error = f"Internal error: {type(error).__name__}"
-        await run_db(services.thread_turn_finish, start=self._start, result=r,
-                     dialect=self.spec.dialect)
+        try:
+            await run_db(services.thread_turn_finish, start=self._start, result=r,
+                         dialect=self.spec.dialect)
+        except Exception as exc:
+            # The database refused the reply: record that instead, which releases the lease.
+            log.exception("could not store the reply on thread %s", self._start.thread_id)
+            failed = services.TurnResult(
+                response_id=r.response_id, finish_reason="error",
+                error=f"The reply could not be stored ({type(exc).__name__}).",
+                latency_ms=r.latency_ms, ttft_ms=r.ttft_ms)
+            await run_db(services.thread_turn_finish, start=self._start, result=failed,
+                         dialect=self.spec.dialect)
+
+
+def _storable(text: str) -> str:
+    """``text`` without what no database text column takes: NUL characters (PostgreSQL
+    refuses them) and lone surrogates (they cannot be encoded)."""
+    if "\x00" in text:
+        text = text.replace("\x00", "")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "replace").decode("utf-8")
+    return text
 
 
 @dataclass

@@ -623,7 +623,7 @@ def _thread_record_abandoned(*, thread: Thread, agent: Agent, now: Any) -> int:
     seq = thread.message_count
     row = Message.objects.create(
         thread_id=thread.pk, seq=seq, role=Message.Role.ASSISTANT, content="",
-        finish_reason="interrupted", dialect="",
+        finish_reason="interrupted", error=INTERRUPTED_ERROR, dialect="",
     )
     Thread.objects.filter(pk=thread.pk).update(
         message_count=seq + 1, status=Thread.Status.ERROR, last_error=INTERRUPTED_ERROR,
@@ -733,6 +733,7 @@ def thread_turn_finish(
         row = _message_row(Thread(pk=start.thread_id), seq, reply, dialect)
         row.reasoning = result.reasoning
         row.finish_reason = result.finish_reason
+        row.error = result.error
         row.input_tokens = result.input_tokens
         row.output_tokens = result.output_tokens
         row.usage_estimated = result.usage_estimated

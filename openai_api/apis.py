@@ -362,7 +362,8 @@ class ResponseDetailApi(V1View):
                            param="response_id", code="response_not_found")
         calls = [llm.ToolCall(c["id"], c["name"], c["arguments"]) for c in row.tool_calls or []]
         usage = llm.Usage(row.input_tokens or 0, row.output_tokens or 0)
-        error = GaiaError(row.thread.last_error or "The reply failed.", code="upstream_error") \
+        # This reply's own outcome, not the thread's latest (a later turn may have failed).
+        error = GaiaError(row.error or "The reply failed.", code="upstream_error") \
             if row.finish_reason == "error" else None
         return json_response(responses.render_response(
             response_id=response_id, model=row.thread.agent.slug,
