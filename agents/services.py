@@ -29,7 +29,15 @@ from agents.exceptions import (
     PermissionDenied,
     RateLimited,
 )
-from agents.models import Agent, ApiKey, ConfigStamp, Message, Provider, Thread
+from agents.models import (
+    Agent,
+    ApiKey,
+    ConfigStamp,
+    Message,
+    Provider,
+    Thread,
+    options_unmasked,
+)
 
 # ---------------------------------------------------------------------------------------------
 # API keys
@@ -307,6 +315,8 @@ def agents_import(*, data: dict[str, Any], create_only: bool = False) -> ImportR
             report.unchanged.append(f"provider:{name}")
             continue
         provider = providers.get(name) or Provider(name=name)
+        if "options" in values:  # an exported document shows header secrets masked
+            values["options"] = options_unmasked(values["options"], provider.options)
         _apply(provider, values, f"provider {name}", report, label=f"provider:{name}")
         providers[name] = provider
     for i, entry in enumerate(data.get("agents") or []):
@@ -366,12 +376,13 @@ def _apply(
 
 
 def agents_export() -> dict[str, Any]:
-    """The config document for every provider and agent. Secrets are never exported."""
+    """The config document for every provider and agent. Secrets are never exported (header
+    values in ``options.extra_headers`` show as ``[hidden]``; importing that keeps them)."""
     providers = []
     for p in Provider.objects.order_by("name"):
         entry: dict[str, Any] = {"name": p.name}
         for k in PROVIDER_FIELDS:
-            entry[k] = getattr(p, k)
+            entry[k] = p.options_public if k == "options" else getattr(p, k)
         providers.append(entry)
     agents = []
     for a in Agent.objects.select_related("provider").order_by("slug"):

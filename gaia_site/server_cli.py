@@ -94,7 +94,7 @@ def _keys_create(args: argparse.Namespace) -> int:
         argv += ["--scope", s]
     for a in args.agent:
         argv += ["--agent", a]
-    if args.expires_days:
+    if args.expires_days is not None:
         argv += ["--expires-days", str(args.expires_days)]
     return _manage(*argv)
 

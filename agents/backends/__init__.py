@@ -39,8 +39,21 @@ def usage_clamped(usage: Usage) -> Usage:
 if TYPE_CHECKING:
     from agents.models import Provider
 
+ENV_PREFIX = "env:"  # an extra header value naming an environment variable
 _backends: dict[tuple[int, str], Backend] = {}
 _limits: dict[int, tuple[int, asyncio.Semaphore]] = {}
+
+
+def provider_headers(options: dict[str, Any]) -> dict[str, str]:
+    """``options["extra_headers"]`` as sent: a value ``env:NAME`` is read from the environment
+    variable ``NAME`` (keeps a credential out of the database and of exports)."""
+    out = {}
+    for name, value in (options.get("extra_headers") or {}).items():
+        value = str(value)
+        if value.startswith(ENV_PREFIX):
+            value = os.environ.get(value[len(ENV_PREFIX):], "")
+        out[str(name)] = value
+    return out
 
 
 def provider_credential(provider: Provider) -> str:
