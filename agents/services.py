@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import logging
 import math
 import secrets
 import time
@@ -41,6 +42,8 @@ from agents.models import (
 
 # ---------------------------------------------------------------------------------------------
 # API keys
+
+log = logging.getLogger("gaia.services")
 
 KEY_PREFIX = "gaia_"
 AGENT_PAUSED_RETRY_AFTER = 30  # seconds: what a paused agent's 503 tells clients to wait
@@ -159,7 +162,7 @@ def api_key_authenticate(
     if not raw.startswith(KEY_PREFIX) or raw[len(prefix) : len(prefix) + 1] != "_":
         raise invalid
     cache = cache or selectors.access_cache()
-    if cached_only and prefix not in cache.keys:
+    if cached_only and not cache.keys_loaded:
         raise NeedsDatabase(prefix)
     key = selectors.api_key_cached(cache=cache, prefix=prefix)
     digest = _hash_secret(raw)
@@ -191,23 +194,41 @@ def _throttle_is_local() -> bool:
     return isinstance(caches["default"], LocMemCache)
 
 
+# This process's own counters, used while the shared cache (Redis) cannot be reached.
+_local_counts = LocMemCache("gaia-throttle-fallback", {"OPTIONS": {"MAX_ENTRIES": 10000}})
+_fallback_warned_at = 0.0
+
+
+def _count(counter: Any, cache_key: str) -> int:
+    if counter.add(cache_key, 1, timeout=70):
+        return 1
+    try:
+        return counter.incr(cache_key)
+    except ValueError:  # expired between add and incr
+        counter.add(cache_key, 1, timeout=70)
+        return 1
+
+
 def api_key_throttle(*, key: ApiKey) -> None:
     """Count one request against the key's per-minute budget (a fixed window in the cache,
-    shared by every process when the cache is Redis)."""
+    shared by every process when the cache is Redis).
+
+    With Redis unreachable the request is counted in this process alone (a looser limit
+    for as long as Redis is down, logged) rather than refused: the API keeps serving."""
+    global _fallback_warned_at
     limit = key.requests_per_minute
     if not limit:
         return
     now = time.time()
     window = int(now // 60)
     cache_key = f"gaia:rl:{key.pk}:{window}"
-    if cache.add(cache_key, 1, timeout=70):
-        count = 1
-    else:
-        try:
-            count = cache.incr(cache_key)
-        except ValueError:  # expired between add and incr
-            cache.add(cache_key, 1, timeout=70)
-            count = 1
+    try:
+        count = _count(cache, cache_key)
+    except Exception as exc:  # the shared cache is down (redis.ConnectionError and kin)
+        if now - _fallback_warned_at > 60:
+            _fallback_warned_at = now
+            log.warning("rate limits counted per process: the shared cache failed (%s)", exc)
+        count = _count(_local_counts, cache_key)
     if count > limit:
         retry = max(1, math.ceil(60 - now % 60))
         raise RateLimited(

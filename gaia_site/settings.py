@@ -139,7 +139,12 @@ if REDIS_URL:
         }
     }
     CACHES = {
-        "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL,
+            # Rate limits count here: an unreachable Redis must fail fast, not hang requests
+            # (api_key_throttle then counts in the process).
+            "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1},
+        }
     }
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}

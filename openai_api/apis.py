@@ -33,6 +33,7 @@ from agents.exceptions import (
     NotFound,
     PayloadTooLarge,
 )
+from agents.models import ApiKey
 from agents.runtime import KEEPALIVE, Turn, TurnSpec, as_gaia_error, count_tokens
 from openai_api.dialects import chat, messages, responses
 from openai_api.dialects.common import SSE_DONE, SSE_KEEPALIVE, parse_json, sse_data
@@ -132,8 +133,16 @@ class HealthApi(V1View):
     http_method_names = ["get", "head", "options"]
 
     async def get(self, request: HttpRequest) -> HttpResponse:
+        """``{"status": ...}`` (200 or 503) for anyone: enough for a load balancer. The
+        components, with their hosts and errors, only for a key with the operator scope."""
+        raw = raw_api_key(request)
+        if raw is not None:
+            await run_db(services.api_key_authenticate, raw=raw, scope=ApiKey.Scope.OPERATOR)
         report = await selectors.health_report()
-        return json_response(report, status=200 if report["status"] == "ok" else 503)
+        status = 200 if report["status"] == "ok" else 503
+        if raw is None:
+            return json_response({"status": report["status"]}, status=status)
+        return json_response(report, status=status)
 
     head = get
 
