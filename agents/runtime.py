@@ -48,13 +48,8 @@ _INTERRUPTED = object()  # queued when the server stops before the turn has fini
 
 # A streaming reply's progress reaches the feed at most this often per turn.
 DELTA_INTERVAL = 0.1
-# No tokenizer's token is longer than this many characters: an input with more characters
-# than this many times the agent's token limit is over it without being counted.
-MAX_CHARS_PER_TOKEN = 32
-# Counting more tokens than about this (by the 4-characters estimate) runs off the event
-# loop: a tokenizer takes milliseconds per 100 KB, and every request on the server waits
-# for the loop.
-COUNT_ON_LOOP_TOKENS = 8000
+MAX_CHARS_PER_TOKEN = llm.MAX_CHARS_PER_TOKEN
+COUNT_ON_LOOP_TOKENS = llm.COUNT_ON_LOOP_TOKENS
 
 
 async def count_tokens(backend: Any, request: llm.LLMRequest, *, rough: int | None = None
@@ -97,8 +92,8 @@ def lease_renew_interval() -> float:
 
 
 def _lease_tokens() -> list[str]:
-    return [turn._start.lock_token for turns in _inflight.values() for turn in turns
-            if turn._start is not None and not turn._closed]
+    return [turn._lease_token for turns in _inflight.values() for turn in turns
+            if turn._lease_token and not turn._closed]
 
 
 def _keeper_ensure() -> None:
@@ -211,6 +206,7 @@ class Turn:
         self._interrupted = False
         self._waiting = False
         self._registered: str | None = None  # the thread id this turn is registered under
+        self._lease_token = ""  # the lease it holds there (renewed by the lease keeper)
         self._delta_at = 0.0  # when the feed last heard of this reply's progress
         self._delta_sent = (0, 0, 0)  # text, reasoning and tool-call parts already published
         realtime.bind()
@@ -321,6 +317,7 @@ class Turn:
             selectors.turn_waiting(agent_id=self.agent.pk, change=1 if waiting else -1)
 
     def _register(self, start: services.TurnStart) -> None:
+        self._lease_token = start.lock_token
         key = str(start.thread_id)
         if self._registered != key:
             self._unregister()

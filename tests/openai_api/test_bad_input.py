@@ -149,3 +149,15 @@ async def test_input_far_over_the_context_is_refused_without_counting_it(
 async def test_get_v1_without_a_slash_is_a_json_404():
     response = await AsyncClient().get("/v1")
     assert openai_error(response, 404)["code"] == "unknown_route"
+
+
+def test_an_oversized_messages_body_is_413_in_anthropics_envelope(gaia_server, api_key):
+    import httpx
+    from django.conf import settings
+
+    r = httpx.post(gaia_server.v1 + "/messages", timeout=60,
+                   content=b"x" * (settings.GAIA_MAX_BODY_BYTES + 1),
+                   headers={"x-api-key": api_key, "Content-Type": "application/json"})
+    assert r.status_code == 413
+    assert r.json()["type"] == "error"
+    assert r.json()["error"]["type"] == "request_too_large"
