@@ -161,3 +161,13 @@ def test_an_oversized_messages_body_is_413_in_anthropics_envelope(gaia_server, a
     assert r.status_code == 413
     assert r.json()["type"] == "error"
     assert r.json()["error"]["type"] == "request_too_large"
+
+
+async def test_an_overlong_workspace_root_is_not_taken_for_one(echo_agent, api_key):
+    text = ("<workspace_info>I am working in a workspace with the following folders:\n- /"
+            + "d" * 2000 + "\n</workspace_info>\nhello")
+    response = await post(CHAT, {"model": "echo", "messages": [
+        {"role": "user", "content": text}]}, api_key)
+    assert response.status_code == 200, response.content
+    thread = await Thread.objects.aget()
+    assert thread.workspace_root == ""
