@@ -160,7 +160,8 @@ def api_stop(args: argparse.Namespace) -> int:
         print(f"Gaia (pid {pid}) was not running.")
         pidfile.unlink()
         return 0
-    for _ in range(100):
+    # The server finishes its requests (5 s), then records the turns still running.
+    for _ in range(300):
         try:
             os.kill(pid, 0)
         except ProcessLookupError:

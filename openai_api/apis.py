@@ -373,7 +373,7 @@ class ResponseDetailApi(V1View):
         usage = llm.Usage(row.input_tokens or 0, row.output_tokens or 0)
         # This reply's own outcome, not the thread's latest (a later turn may have failed).
         error = GaiaError(row.error or "The reply failed.", code="upstream_error") \
-            if row.finish_reason == "error" else None
+            if responses.STATUS.get(row.finish_reason) == "failed" else None
         return json_response(responses.render_response(
             response_id=response_id, model=row.thread.agent.slug,
             created_at=int(row.created_at.timestamp()),

@@ -281,7 +281,7 @@ def output_items(*, response_id: str, text: str, reasoning: str,
 
 
 STATUS = {"length": "incomplete", "error": "failed", "client_disconnected": "incomplete",
-          "cancelled": "cancelled"}
+          "cancelled": "cancelled", "interrupted": "failed"}
 
 
 def error_out(exc: GaiaError) -> dict[str, Any]:

@@ -4,6 +4,7 @@ process that holds them stops (SIGTERM) or dies (SIGKILL), the turn recorded eit
 from __future__ import annotations
 
 import contextlib
+import json
 import signal
 import time
 
@@ -135,3 +136,29 @@ def test_a_dead_processs_turn_is_swept_without_any_new_request(
     assert thread.status == Thread.Status.ERROR
     assert "interrupted" in thread.last_error
     assert Message.objects.filter(thread_id=tid, finish_reason="interrupted").count() == 1
+
+
+def test_an_interrupted_responses_turn_reads_back_as_failed(gaia_server_factory, make_agent,
+                                                            api_key):
+    make_agent(slug="slow", provider__options={"reply": WORDS, "delay_ms": 100})
+    server = gaia_server_factory(**LEASE)
+    headers = {"Authorization": f"Bearer {api_key}"}
+    with httpx.Client(timeout=30) as client, client.stream(
+            "POST", server.v1 + "/responses", headers=headers,
+            json={"model": "slow", "input": "go", "stream": True}) as response:
+        lines = response.iter_lines()
+        response_id = None
+        while response_id is None:
+            line = next(lines)
+            if line.startswith("data: ") and '"response.created"' in line:
+                response_id = json.loads(line[6:])["response"]["id"]
+        server.process.send_signal(signal.SIGTERM)
+        with contextlib.suppress(httpx.HTTPError):
+            for _ in lines:
+                pass
+    server.process.wait(20)
+    again = gaia_server_factory(**LEASE)
+    r = httpx.get(again.v1 + "/responses/" + response_id, headers=headers)
+    assert r.status_code == 200
+    assert r.json()["status"] == "failed"
+    assert "interrupted" in r.json()["error"]["message"]
