@@ -418,6 +418,7 @@ def agents_export() -> dict[str, Any]:
 # Threads: resolving a conversation, the turn lease, recording messages
 
 FAILED_FINISHES = ("error", "client_disconnected", "interrupted")
+BULK_BATCH = 500  # messages per INSERT (a request holds at most GAIA_MAX_MESSAGES)
 INTERRUPTED_ERROR = ("The turn was interrupted: the server process running it stopped before "
                      "the reply was complete.")
 EMPTY_DIGEST = hashlib.sha256(b"gaia-thread").hexdigest()
@@ -565,7 +566,8 @@ def thread_turn_begin(
                 message_count=len(incoming), **lease,
             )
             rows = Message.objects.bulk_create(
-                [_message_row(new, i, m, dialect) for i, m in enumerate(incoming)]
+                [_message_row(new, i, m, dialect) for i, m in enumerate(incoming)],
+                batch_size=BULK_BATCH,
             )
             _announce_turn_begin(agent=agent, client=client, thread=new, rows=rows,
                                  created=True)
@@ -604,7 +606,7 @@ def thread_turn_begin(
         rows = Message.objects.bulk_create([
             _message_row(thread, thread.message_count + i, m, dialect)
             for i, m in enumerate(new_messages)
-        ])
+        ], batch_size=BULK_BATCH)
         count = thread.message_count + len(new_messages)
         update: dict[str, Any] = {
             "message_count": count,

@@ -28,10 +28,10 @@ _UNSTORABLE_CHAR = re.compile("[\x00\ud800-\udfff]")
 
 def parse_json(body: bytes) -> dict[str, Any]:
     """The JSON object in ``body`` or :class:`InvalidRequest` (``invalid_json``): for bad
-    syntax, nesting too deep to parse, an integer too long to convert, and text holding a NUL
-    or a lone surrogate (``invalid_value``, naming where)."""
+    syntax (``NaN`` and ``Infinity`` too), nesting too deep to parse, an integer too long to
+    convert; and text holding a NUL or a lone surrogate (``invalid_value``, naming where)."""
     try:
-        data = json.loads(body)
+        data = json.loads(body, parse_constant=_not_json)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise InvalidRequest(
             f"We could not parse the JSON body of your request ({exc}).", code="invalid_json"
@@ -51,6 +51,11 @@ def parse_json(body: bytes) -> dict[str, Any]:
                 f"Invalid value for '{where or 'body'}': text may not contain NUL characters "
                 "or unpaired UTF-16 surrogates.", param=where or None, code="invalid_value")
     return data
+
+
+def _not_json(name: str) -> Any:
+    """``NaN`` and ``Infinity`` are Python's extensions, not JSON (RFC 8259 section 6)."""
+    raise json.JSONDecodeError(f"{name} is not a JSON value", name, 0)
 
 
 def _unstorable_text(value: Any, where: str) -> str | None:

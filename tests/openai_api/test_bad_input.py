@@ -171,3 +171,10 @@ async def test_an_overlong_workspace_root_is_not_taken_for_one(echo_agent, api_k
     assert response.status_code == 200, response.content
     thread = await Thread.objects.aget()
     assert thread.workspace_root == ""
+
+
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+async def test_nan_and_infinity_are_not_json(constant, echo_agent, api_key):
+    raw = ('{"model":"echo","tools":[{"type":"function","function":{"name":"f","parameters":'
+           '{"x":' + constant + '}}}],"messages":' + HI + "}")
+    assert openai_error(await post(CHAT, raw, api_key), 400)["code"] == "invalid_json"
