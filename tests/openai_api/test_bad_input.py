@@ -178,3 +178,25 @@ async def test_nan_and_infinity_are_not_json(constant, echo_agent, api_key):
     raw = ('{"model":"echo","tools":[{"type":"function","function":{"name":"f","parameters":'
            '{"x":' + constant + '}}}],"messages":' + HI + "}")
     assert openai_error(await post(CHAT, raw, api_key), 400)["code"] == "invalid_json"
+
+
+@pytest.fixture
+def upstream_agent(make_agent):
+    from tests.fakes.openai_upstream import FakeOpenAIUpstream
+
+    with FakeOpenAIUpstream(tokens=2) as up:
+        make_agent(slug="up", provider__kind="openai", provider__base_url=up.base_url,
+                   provider__name="never-asked")
+        yield up
+
+
+@pytest.mark.parametrize("message", [
+    {"role": "user", "content": "a\u0000b"},
+    {"role": "user", "content": "a\ud800b"},
+    {"role": "tool", "tool_call_id": "c" * 300, "content": "r"},
+])
+async def test_bad_input_never_reaches_the_provider(upstream_agent, api_key, message):
+    raw = json.dumps({"model": "up", "messages": [{"role": "user", "content": "x"}, message]})
+    assert openai_error(await post(CHAT, raw, api_key), 400)["code"] == "invalid_value"
+    assert upstream_agent.requests == []
+    assert await nothing_stored()
