@@ -60,7 +60,8 @@ def mutate(value: Any, changes: list[tuple[int, Any]]) -> Any:
     """``value`` (a copy) with, for each ``(pick, replacement)``, its ``pick``-th sub-value
     replaced (or, now and then, its key dropped)."""
     value = json.loads(json.dumps(value))
-    for pick, replacement in changes:
+    for pick, shared in changes:
+        replacement = json.loads(json.dumps(shared))  # never the strategy's own object
         where = paths(value)[1:]
         if not where:
             return replacement
@@ -78,6 +79,7 @@ def mutate(value: Any, changes: list[tuple[int, Any]]) -> Any:
 def set_path(value: Any, path: tuple[Any, ...], replacement: Any) -> Any:
     """``value`` (a copy) with ``path`` set to ``replacement``, making dicts on the way."""
     value = json.loads(json.dumps(value))
+    replacement = json.loads(json.dumps(replacement))  # never the strategy's own object
     parent = value
     for step in path[:-1]:
         if isinstance(parent, list):
