@@ -1,5 +1,5 @@
 """Admin: agents editable with a /v1/models preview, write-only provider credentials,
-API keys shown once, threads read-only with their messages."""
+API keys shown once, threads read-only with their messages a page at a time."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.core.exceptions import ValidationError
+from django.core.paginator import Paginator
 from django.http import HttpRequest
 from django.utils.html import format_html
 
@@ -24,6 +26,7 @@ from agents.models import (
     Team,
     TeamMember,
     Thread,
+    options_unmasked,
 )
 
 
@@ -41,8 +44,18 @@ class ProviderForm(forms.ModelForm):
         fields = ["name", "kind", "base_url", "api_key_env", "api_key_secret", "default_model",
                   "timeout_seconds", "max_concurrency", "options"]
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.instance.pk:  # header values are write-only, like the API key
+            self.initial["options"] = self.instance.options_public
+        self.fields["options"].help_text += (
+            " Values in extra_headers are write-only: shown as [hidden], and [hidden] keeps "
+            "the stored value; 'env:NAME' reads environment variable NAME instead.")
+
     def save(self, commit: bool = True) -> Provider:
         provider = super().save(commit=False)
+        stored = Provider.objects.get(pk=self.instance.pk).options if self.instance.pk else {}
+        provider.options = options_unmasked(provider.options, stored)
         new = self.cleaned_data.get("api_key_secret")
         if self.cleaned_data.get("clear_api_key"):
             provider.api_key_secret = ""
@@ -305,29 +318,34 @@ class ApiKeyAdmin(admin.ModelAdmin):
         super().save_related(request, form, formsets, change)
 
 
-class MessageInline(admin.TabularInline):
-    model = Message
-    extra = 0
-    can_delete = False
-    fields = ["seq", "role", "sender", "recipient", "internal", "content", "tool_calls",
-              "reasoning", "passages", "finish_reason", "input_tokens", "output_tokens",
-              "usage_estimated", "latency_ms", "provider", "created_at"]
-    readonly_fields = fields
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-
 @admin.register(Thread)
 class ThreadAdmin(admin.ModelAdmin):
     list_display = ["title", "agent", "status", "message_count", "input_tokens",
                     "output_tokens", "usage_estimated", "api_key", "updated_at"]
     list_filter = ["status", "agent", "usage_estimated"]
     search_fields = ["id", "title", "session_key", "user"]
-    inlines = [MessageInline]
+    # Messages are shown a page at a time below the thread (a thread may hold thousands:
+    # an inline renders every one of them, and a 100,000-message page never finished).
+    change_form_template = "admin/agents/thread/change_form.html"
+    messages_per_page = 100
+    message_preview_chars = 2000
+
+    def change_view(self, request: HttpRequest, object_id: str, form_url: str = "",
+                    extra_context: dict[str, Any] | None = None) -> Any:
+        rows = Message.objects.filter(thread_id=object_id).order_by("seq").only(
+            "seq", "role", "content", "tool_calls", "finish_reason", "error", "input_tokens",
+            "output_tokens", "latency_ms", "created_at")
+        try:
+            paginator = Paginator(rows, self.messages_per_page)
+            page = paginator.get_page(request.GET.get("messages_page"))
+        except ValidationError:  # an id that is not a UUID: the admin answers that itself
+            page = None
+        if page is not None:
+            for row in page.object_list:
+                row.preview = row.content[:self.message_preview_chars]
+                row.truncated = len(row.content) > self.message_preview_chars
+        context = {**(extra_context or {}), "messages_page": page}
+        return super().change_view(request, object_id, form_url, extra_context=context)
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         return [f.name for f in Thread._meta.fields]

@@ -212,6 +212,8 @@ class ThreadOutput(serializers.Serializer):
     created_at = serializers.CharField()
     last_activity = serializers.CharField()
     error = serializers.CharField(allow_null=True)
+    route = serializers.DictField(allow_null=True, help_text="How `auto` or a team chose the "
+                                  "agent, and why (null: the client named the agent).")
 
 
 class MessageOutput(serializers.Serializer):
@@ -223,7 +225,7 @@ class MessageOutput(serializers.Serializer):
     to = serializers.CharField()
     role = serializers.ChoiceField(choices=Message.Role.choices)
     payload_type = serializers.ChoiceField(choices=["text", "reply", "tool_calls",
-                                                    "tool_result"])
+                                                    "tool_result", "task"])
     payload = serializers.DictField()
     timestamp = serializers.CharField()
     input_tokens = serializers.IntegerField(allow_null=True)
@@ -234,6 +236,12 @@ class MessageOutput(serializers.Serializer):
     latency_ms = serializers.IntegerField(allow_null=True)
     response_id = serializers.CharField(allow_null=True)
     dialect = serializers.CharField(allow_null=True)
+    provider = serializers.CharField(allow_null=True, help_text="The provider that answered "
+                                     "(a fallback provider when the agent's own failed).")
+    internal = serializers.BooleanField(help_text="A team's inner work, not part of the "
+                                        "conversation the client holds.")
+    passages = serializers.ListField(child=serializers.DictField(), allow_null=True,
+                                     help_text="Knowledge-base passages given to the model.")
 
     def get_fields(self) -> dict[str, Any]:
         fields = super().get_fields()

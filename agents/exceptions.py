@@ -125,3 +125,20 @@ class AgentPaused(GaiaError):
     status = 503
     kind = "overloaded"
     default_code = "agent_paused"
+
+
+class TurnInterrupted(GaiaError):
+    """The server stopped (a restart, ``gaia api stop``) before the turn finished. 503: the
+    client may send the request again once the server is back."""
+
+    status = 503
+    kind = "overloaded"
+    default_code = "turn_interrupted"
+
+
+class ServiceUnavailable(GaiaError):
+    """A component the request needs (Redis for a shared rate limit) is down."""
+
+    status = 503
+    kind = "overloaded"
+    default_code = "service_unavailable"

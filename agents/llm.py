@@ -186,6 +186,14 @@ class Backend(Protocol):
         ...
 
 
+# No tokenizer's token is longer than this many characters: an input with more characters
+# than this many times a token limit is over it without being counted.
+MAX_CHARS_PER_TOKEN = 32
+# Tokenizing more than about this many tokens (by the 4-characters estimate) runs off the
+# event loop: a tokenizer takes milliseconds per 100 KB, and every request waits for the loop.
+COUNT_ON_LOOP_TOKENS = 8000
+
+
 def estimate_tokens(text: str) -> int:
     """The usual 4-characters-a-token estimate, for providers that report no usage."""
     return max(1, (len(text) + 3) // 4) if text else 0

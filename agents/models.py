@@ -63,6 +63,39 @@ class Provider(models.Model):
     def has_credentials(self) -> bool:
         return bool(self.api_key_secret or self.api_key_env)
 
+    @property
+    def options_public(self) -> dict:
+        """``options`` as pages and exports show them: ``extra_headers`` values are
+        credentials as often as not, so each is :data:`SECRET_MASK` unless it only names an
+        environment variable (``env:NAME``)."""
+        return options_masked(self.options)
+
+
+SECRET_MASK = "[hidden]"  # noqa: S105 - a write-only value as shown; sent back, keeps the stored one
+
+
+def options_masked(options: dict | None) -> dict:
+    options = dict(options or {})
+    headers = options.get("extra_headers")
+    if isinstance(headers, dict):
+        options["extra_headers"] = {
+            k: v if isinstance(v, str) and v.startswith("env:") else SECRET_MASK
+            for k, v in headers.items()}
+    return options
+
+
+def options_unmasked(new: dict | None, stored: dict | None) -> dict:
+    """``new`` options with every :data:`SECRET_MASK` header value put back from ``stored``
+    (a header whose stored value is gone is dropped)."""
+    new = dict(new or {})
+    headers = new.get("extra_headers")
+    if isinstance(headers, dict):
+        old = (stored or {}).get("extra_headers") or {}
+        new["extra_headers"] = {
+            k: (old[k] if v == SECRET_MASK else v) for k, v in headers.items()
+            if v != SECRET_MASK or k in old}
+    return new
+
 
 class AgentTool(models.TextChoices):
     NONE = "", "No tool"
@@ -245,6 +278,7 @@ class Message(models.Model):
     output_tokens = models.PositiveIntegerField(null=True, blank=True)
     usage_estimated = models.BooleanField(default=False)
     finish_reason = models.CharField(max_length=40, blank=True)
+    error = models.TextField(blank=True, help_text="Why this reply failed, if it did.")
     latency_ms = models.PositiveIntegerField(null=True, blank=True)
     ttft_ms = models.PositiveIntegerField("time to first token (ms)", null=True, blank=True)
     dialect = models.CharField(max_length=20, blank=True)

@@ -27,7 +27,14 @@ from django.conf import settings
 from agents import llm, realtime, selectors, services
 from agents.backends import backend_for, fallback_stream
 from agents.database import run_db
-from agents.exceptions import Conflict, ContextTooLong, GaiaError, InvalidRequest, TurnKilled
+from agents.exceptions import (
+    Conflict,
+    ContextTooLong,
+    GaiaError,
+    InvalidRequest,
+    TurnInterrupted,
+    TurnKilled,
+)
 from agents.models import Agent, ApiKey
 
 log = logging.getLogger("gaia.turns")
@@ -37,9 +44,22 @@ KEEPALIVE = object()  # yielded by Turn.events when the backend has been silent 
 _END = object()  # queued after the backend's last event
 _BUSY = object()  # queued when a named session's thread turned out to be busy
 _KILLED = object()  # queued when an operator killed the turn
+_INTERRUPTED = object()  # queued when the server stops before the turn has finished
 
 # A streaming reply's progress reaches the feed at most this often per turn.
 DELTA_INTERVAL = 0.1
+MAX_CHARS_PER_TOKEN = llm.MAX_CHARS_PER_TOKEN
+COUNT_ON_LOOP_TOKENS = llm.COUNT_ON_LOOP_TOKENS
+
+
+async def count_tokens(backend: Any, request: llm.LLMRequest, *, rough: int | None = None
+                       ) -> int:
+    """The backend's count of ``request``'s input tokens, off the event loop when large."""
+    if rough is None:
+        rough = llm.estimate_request_tokens(request)
+    if rough <= COUNT_ON_LOOP_TOKENS:
+        return backend.count_tokens(request)[0]
+    return (await asyncio.to_thread(backend.count_tokens, request))[0]
 
 
 @dataclass
@@ -56,6 +76,70 @@ _inflight: dict[str, set[Turn]] = {}
 def inflight_turns() -> dict[str, set[Turn]]:
     """The turns running in this process, by thread id (read-only use)."""
     return _inflight
+
+
+# -- leases ---------------------------------------------------------------------------------
+# A turn's lease on its thread is short (``GAIA_THREAD_LOCK_SECONDS``) and renewed while the
+# turn runs, by one task per process for all its turns (one write per renewal period, none
+# per turn): a process that dies stops renewing, and its threads are free a lease later.
+
+_keeper: asyncio.Task[None] | None = None
+_draining = False  # set when the server has been told to stop (gaia_site.lifespan)
+
+
+def lease_renew_interval() -> float:
+    return max(0.05, settings.GAIA_THREAD_LOCK_SECONDS / 3)
+
+
+def _lease_tokens() -> list[str]:
+    return [turn._lease_token for turns in _inflight.values() for turn in turns
+            if turn._lease_token and not turn._closed]
+
+
+def _keeper_ensure() -> None:
+    """Start this process's lease keeper on the running loop unless it runs already."""
+    global _keeper
+    if _keeper is None or _keeper.done() or _keeper.get_loop() is not asyncio.get_running_loop():
+        _keeper = asyncio.get_running_loop().create_task(_keep_leases(), name="gaia-leases")
+
+
+async def _keep_leases() -> None:
+    """Renew the leases of every turn of this process until none is left."""
+    while True:
+        await asyncio.sleep(lease_renew_interval())
+        tokens = _lease_tokens()
+        if not tokens:
+            return
+        try:
+            await run_db(services.thread_leases_renew, tokens=tokens,
+                         lease_seconds=settings.GAIA_THREAD_LOCK_SECONDS)
+        except Exception:  # a database hiccup: try again next period, the leases still hold
+            log.exception("could not renew %d thread leases", len(tokens))
+
+
+def drain_begin() -> None:
+    """The server is stopping: turns that have not finished when it cancels them are recorded
+    as ``interrupted`` (not as a client that went away)."""
+    global _draining
+    _draining = True
+
+
+async def drain_wait(within: float) -> None:
+    """Wait (at most ``within`` seconds) until every turn of this process is recorded and
+    its lease released; turns still running are stopped and recorded as interrupted."""
+    drain_begin()
+    for turns in list(_inflight.values()):
+        for turn in list(turns):
+            turn.interrupt()
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        pending = [t for t in _background if not t.done()]
+        if not pending and not _inflight:
+            return
+        if pending:
+            await asyncio.wait(pending, timeout=max(0.0, deadline - time.monotonic()))
+        else:
+            await asyncio.sleep(0.02)  # an interrupted turn is on its way to closing
 
 
 @realtime.on_control("reload")
@@ -110,6 +194,7 @@ class Turn:
         self._begin_task: asyncio.Future[services.TurnStart | None] | None = None
         self._workspace: str | None = None
         self.request: llm.LLMRequest | None = None
+        self.input_tokens: int | None = None  # counted by open() when the agent has a limit
         self._start: services.TurnStart | None = None
         self._events: asyncio.Queue[Any] = asyncio.Queue()  # filled by _pump
         self._pump_task: asyncio.Task[None] | None = None
@@ -121,8 +206,10 @@ class Turn:
         self._usage: llm.Usage | None = None
         self._closed = False
         self._killed = False
+        self._interrupted = False
         self._waiting = False
         self._registered: str | None = None  # the thread id this turn is registered under
+        self._lease_token = ""  # the lease it holds there (renewed by the lease keeper)
         self._delta_at = 0.0  # when the feed last heard of this reply's progress
         self._delta_sent = (0, 0, 0)  # text, reasoning and tool-call parts already published
         self._passages: list[dict[str, Any]] | None = None  # knowledge the model was given
@@ -172,7 +259,17 @@ class Turn:
             await self._add_knowledge()
         limit = spec.agent.max_input_tokens
         if limit:
-            used, _ = backend.count_tokens(self.request)
+            rough = llm.estimate_request_tokens(self.request)  # about a token per 4 characters
+            if rough > limit * MAX_CHARS_PER_TOKEN // 4:
+                # More characters than even the longest tokens could fit in the limit:
+                # refused without counting (counting 18 MB would take seconds).
+                error = ContextTooLong(
+                    f"This conversation has at least {rough * 4 // MAX_CHARS_PER_TOKEN} input "
+                    f"tokens; the model '{spec.agent.slug}' accepts {limit}.", param="messages")
+                self._begin_later = None  # nothing of it is stored (unless it holds a lease)
+                await self.close(error=error)
+                raise error
+            used = self.input_tokens = await count_tokens(backend, self.request, rough=rough)
             if used > limit:
                 error = ContextTooLong(
                     f"This conversation has about {used} input tokens; the model "
@@ -249,11 +346,13 @@ class Turn:
             selectors.turn_waiting(agent_id=self.agent.pk, change=1 if waiting else -1)
 
     def _register(self, start: services.TurnStart) -> None:
+        self._lease_token = start.lock_token
         key = str(start.thread_id)
         if self._registered != key:
             self._unregister()
             _inflight.setdefault(key, set()).add(self)
             self._registered = key
+            _keeper_ensure()
 
     def _unregister(self) -> None:
         if self._registered is not None:
@@ -273,6 +372,15 @@ class Turn:
         if self._pump_task is not None:
             self._pump_task.cancel()
         self._events.put_nowait(_KILLED)
+
+    def interrupt(self) -> None:
+        """Stop the turn because its server is stopping: recorded as ``interrupted``."""
+        if self._killed or self._closed:
+            return
+        self._interrupted = True
+        if self._pump_task is not None:
+            self._pump_task.cancel()
+        self._events.put_nowait(_INTERRUPTED)
 
     def _begin_now(self) -> None:
         """Start storing a derived session's turn (once; the backend calls this when its
@@ -451,9 +559,13 @@ class Turn:
             return event
         if event is _KILLED:
             raise TurnKilled("An operator stopped this turn.")
+        if event is _INTERRUPTED:
+            raise TurnInterrupted(services.INTERRUPTED_ERROR)
         if isinstance(event, _Failed):
             if self._killed:
                 raise TurnKilled("An operator stopped this turn.")
+            if self._interrupted:
+                raise TurnInterrupted(services.INTERRUPTED_ERROR)
             raise event.error
         self._absorb(event)
         if self._registered is not None and time.monotonic() - self._delta_at >= DELTA_INTERVAL:
@@ -569,9 +681,10 @@ class Turn:
         r = self.result
         r.route = self.spec.route
         r.passages = self._passages
-        r.text = "".join(self._text)
-        r.reasoning = "".join(self._reasoning)
-        r.tool_calls = self.tool_calls
+        r.text = _storable("".join(self._text))
+        r.reasoning = _storable("".join(self._reasoning))
+        r.tool_calls = [llm.ToolCall(_storable(c.id), _storable(c.name),
+                                     _storable(c.arguments)) for c in self.tool_calls]
         if self.request is not None:
             usage = self.usage
             r.input_tokens, r.output_tokens = usage.input_tokens, usage.output_tokens
@@ -584,6 +697,10 @@ class Turn:
         if isinstance(error, TurnKilled) or (self._killed and error is not None):
             r.finish_reason = "killed"
             r.error = "An operator stopped this turn."
+        elif isinstance(error, TurnInterrupted) or (self._interrupted and error is not None) or (
+                _draining and isinstance(error, asyncio.CancelledError | GeneratorExit)):
+            r.finish_reason = "interrupted"
+            r.error = services.INTERRUPTED_ERROR
         elif isinstance(error, asyncio.CancelledError | GeneratorExit):
             r.finish_reason = "client_disconnected"
             r.error = "The client disconnected before the reply was complete."
@@ -593,8 +710,30 @@ class Turn:
         elif error is not None:
             r.finish_reason = "error"
             r.error = f"Internal error: {type(error).__name__}"
-        await run_db(services.thread_turn_finish, start=self._start, result=r,
-                     dialect=self.spec.dialect)
+        try:
+            await run_db(services.thread_turn_finish, start=self._start, result=r,
+                         dialect=self.spec.dialect)
+        except Exception as exc:
+            # The database refused the reply: record that instead, which releases the lease.
+            log.exception("could not store the reply on thread %s", self._start.thread_id)
+            failed = services.TurnResult(
+                response_id=r.response_id, finish_reason="error",
+                error=f"The reply could not be stored ({type(exc).__name__}).",
+                latency_ms=r.latency_ms, ttft_ms=r.ttft_ms)
+            await run_db(services.thread_turn_finish, start=self._start, result=failed,
+                         dialect=self.spec.dialect)
+
+
+def _storable(text: str) -> str:
+    """``text`` without what no database text column takes: NUL characters (PostgreSQL
+    refuses them) and lone surrogates (they cannot be encoded)."""
+    if "\x00" in text:
+        text = text.replace("\x00", "")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "replace").decode("utf-8")
+    return text
 
 
 @dataclass

@@ -31,6 +31,7 @@ class _AccessCache:
     version: str | None
     keys: dict[str, ApiKey] = field(default_factory=dict)
     agents: dict[str, Agent] = field(default_factory=dict)
+    keys_loaded: bool = False  # every key is in ``keys``: a prefix not there is unknown
 
 
 _access = _AccessCache(version="<never read>")
@@ -83,20 +84,30 @@ def access_cache_current(version: str | None) -> _AccessCache | None:
 def api_key_cached(*, cache: _AccessCache, prefix: str) -> ApiKey | None:
     """The key with this visible prefix, with ``allowed_agent_ids`` (empty: all agents).
 
-    Unknown prefixes are not remembered, so guessing cannot grow the cache."""
-    key = cache.keys.get(prefix)
-    if key is None:
-        key = ApiKey.objects.filter(prefix=prefix).first()
-        if key is not None:
-            key.allowed_agent_ids = frozenset(key.agents.values_list("pk", flat=True))
-            cache.keys[prefix] = key
-    return key
+    Every key is read at once (two queries) the first time any is needed: then a known
+    prefix and an unknown one cost the same (a dictionary lookup), so timing tells an
+    attacker nothing about which prefixes exist, and guessing cannot grow the cache."""
+    if not cache.keys_loaded:
+        api_keys_load(cache=cache)
+    return cache.keys.get(prefix)
+
+
+def api_keys_load(*, cache: _AccessCache) -> None:
+    allowed: dict[int, set[int]] = {}
+    for key_id, agent_id in ApiKey.agents.through.objects.values_list("apikey_id", "agent_id"):
+        allowed.setdefault(key_id, set()).add(agent_id)
+    keys = {}
+    for key in ApiKey.objects.all():
+        key.allowed_agent_ids = frozenset(allowed.get(key.pk, ()))
+        keys[key.prefix] = key
+    cache.keys.update(keys)
+    cache.keys_loaded = True
 
 
 def agent_cached(*, cache: _AccessCache, slug: str) -> Agent | None:
     """The enabled agent with this model id (with its provider), or ``None``."""
     agent = cache.agents.get(slug)
-    if agent is None:
+    if agent is None and "\x00" not in slug:  # no model id has a NUL (PostgreSQL refuses it)
         agent = Agent.objects.select_related("provider").filter(slug=slug, enabled=True).first()
         if agent is not None:
             agent_provider_chain_load(agent)
@@ -126,6 +137,8 @@ def model_list(*, api_key: ApiKey | None) -> list[Agent]:
 
 def stored_reply_get(*, response_id: str, api_key: ApiKey | None) -> Message | None:
     """The stored reply ``response_id`` of a thread this key owns (any dialect's id)."""
+    if "\x00" in response_id or len(response_id) > 100:  # no stored id is like that
+        return None
     return (
         Message.objects.select_related("thread__agent")
         .filter(response_id=response_id, role=Message.Role.ASSISTANT, thread__api_key=api_key)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import logging
 import math
 import secrets
 import time
@@ -29,10 +30,20 @@ from agents.exceptions import (
     PermissionDenied,
     RateLimited,
 )
-from agents.models import Agent, ApiKey, ConfigStamp, Message, Provider, Thread
+from agents.models import (
+    Agent,
+    ApiKey,
+    ConfigStamp,
+    Message,
+    Provider,
+    Thread,
+    options_unmasked,
+)
 
 # ---------------------------------------------------------------------------------------------
 # API keys
+
+log = logging.getLogger("gaia.services")
 
 KEY_PREFIX = "gaia_"
 AGENT_PAUSED_RETRY_AFTER = 30  # seconds: what a paused agent's 503 tells clients to wait
@@ -151,7 +162,7 @@ def api_key_authenticate(
     if not raw.startswith(KEY_PREFIX) or raw[len(prefix) : len(prefix) + 1] != "_":
         raise invalid
     cache = cache or selectors.access_cache()
-    if cached_only and prefix not in cache.keys:
+    if cached_only and not cache.keys_loaded:
         raise NeedsDatabase(prefix)
     key = selectors.api_key_cached(cache=cache, prefix=prefix)
     digest = _hash_secret(raw)
@@ -183,23 +194,41 @@ def _throttle_is_local() -> bool:
     return isinstance(caches["default"], LocMemCache)
 
 
+# This process's own counters, used while the shared cache (Redis) cannot be reached.
+_local_counts = LocMemCache("gaia-throttle-fallback", {"OPTIONS": {"MAX_ENTRIES": 10000}})
+_fallback_warned_at = 0.0
+
+
+def _count(counter: Any, cache_key: str) -> int:
+    if counter.add(cache_key, 1, timeout=70):
+        return 1
+    try:
+        return counter.incr(cache_key)
+    except ValueError:  # expired between add and incr
+        counter.add(cache_key, 1, timeout=70)
+        return 1
+
+
 def api_key_throttle(*, key: ApiKey) -> None:
     """Count one request against the key's per-minute budget (a fixed window in the cache,
-    shared by every process when the cache is Redis)."""
+    shared by every process when the cache is Redis).
+
+    With Redis unreachable the request is counted in this process alone (a looser limit
+    for as long as Redis is down, logged) rather than refused: the API keeps serving."""
+    global _fallback_warned_at
     limit = key.requests_per_minute
     if not limit:
         return
     now = time.time()
     window = int(now // 60)
     cache_key = f"gaia:rl:{key.pk}:{window}"
-    if cache.add(cache_key, 1, timeout=70):
-        count = 1
-    else:
-        try:
-            count = cache.incr(cache_key)
-        except ValueError:  # expired between add and incr
-            cache.add(cache_key, 1, timeout=70)
-            count = 1
+    try:
+        count = _count(cache, cache_key)
+    except Exception as exc:  # the shared cache is down (redis.ConnectionError and kin)
+        if now - _fallback_warned_at > 60:
+            _fallback_warned_at = now
+            log.warning("rate limits counted per process: the shared cache failed (%s)", exc)
+        count = _count(_local_counts, cache_key)
     if count > limit:
         retry = max(1, math.ceil(60 - now % 60))
         raise RateLimited(
@@ -307,6 +336,8 @@ def agents_import(*, data: dict[str, Any], create_only: bool = False) -> ImportR
             report.unchanged.append(f"provider:{name}")
             continue
         provider = providers.get(name) or Provider(name=name)
+        if "options" in values:  # an exported document shows header secrets masked
+            values["options"] = options_unmasked(values["options"], provider.options)
         _apply(provider, values, f"provider {name}", report, label=f"provider:{name}")
         providers[name] = provider
     for i, entry in enumerate(data.get("knowledge_bases") or []):
@@ -572,12 +603,13 @@ def _apply(
 
 
 def agents_export() -> dict[str, Any]:
-    """The config document for every provider and agent. Secrets are never exported."""
+    """The config document for every provider and agent. Secrets are never exported (header
+    values in ``options.extra_headers`` show as ``[hidden]``; importing that keeps them)."""
     providers = []
     for p in Provider.objects.order_by("name"):
         entry: dict[str, Any] = {"name": p.name}
         for k in PROVIDER_FIELDS:
-            entry[k] = getattr(p, k)
+            entry[k] = p.options_public if k == "options" else getattr(p, k)
         providers.append(entry)
     agents = []
     for a in Agent.objects.select_related("provider").order_by("slug"):
@@ -621,7 +653,10 @@ def agents_export() -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------------
 # Threads: resolving a conversation, the turn lease, recording messages
 
-FAILED_FINISHES = ("error", "client_disconnected")
+FAILED_FINISHES = ("error", "client_disconnected", "interrupted")
+BULK_BATCH = 500  # messages per INSERT (a request holds at most GAIA_MAX_MESSAGES)
+INTERRUPTED_ERROR = ("The turn was interrupted: the server process running it stopped before "
+                     "the reply was complete.")
 EMPTY_DIGEST = hashlib.sha256(b"gaia-thread").hexdigest()
 
 
@@ -742,7 +777,8 @@ def thread_turn_begin(
                 Thread.objects.filter(
                     api_key=api_key, session_key=session_key, agent=agent,
                     history_digest__in=chain,
-                ).only("pk", "session_key", "history_digest", "message_count", "workspace_root")
+                ).only("pk", "session_key", "history_digest", "message_count", "workspace_root",
+                      "lock_expires_at")
                 .order_by("-updated_at")[:20]
             )
             if candidates:
@@ -769,7 +805,8 @@ def thread_turn_begin(
                 message_count=len(incoming), **lease,
             )
             rows = Message.objects.bulk_create(
-                [_message_row(new, i, m, dialect) for i, m in enumerate(incoming)]
+                [_message_row(new, i, m, dialect) for i, m in enumerate(incoming)],
+                batch_size=BULK_BATCH,
             )
             _announce_turn_begin(agent=agent, client=client, thread=new, rows=rows,
                                  created=True)
@@ -782,6 +819,10 @@ def thread_turn_begin(
         got = Thread.objects.filter(
             _lease_free(now), pk=thread.pk, history_digest=thread.history_digest
         ).update(**lease)
+        if got and thread.lock_expires_at is not None and thread.lock_expires_at < now:
+            # The lease had expired without its turn finishing: the process running it died.
+            thread.message_count = _thread_record_abandoned(thread=thread, agent=agent,
+                                                            now=now)
         if not got:
             if exclusive or stateful:
                 return None  # busy, or it moved on meanwhile: wait and resolve again
@@ -806,7 +847,7 @@ def thread_turn_begin(
         rows = Message.objects.bulk_create([
             _message_row(thread, thread.message_count + i, m, dialect)
             for i, m in enumerate(new_messages)
-        ])
+        ], batch_size=BULK_BATCH)
         count = thread.message_count + len(new_messages)
         update: dict[str, Any] = {
             "message_count": count,
@@ -848,6 +889,59 @@ def _announce_turn_begin(*, agent: Agent, client: str, thread: Thread, rows: lis
 
 def _lease_free(now: Any) -> Q:
     return Q(lock_expires_at__isnull=True) | Q(lock_expires_at__lt=now)
+
+
+def _thread_record_abandoned(*, thread: Thread, agent: Agent, now: Any) -> int:
+    """Record that the turn which held ``thread``'s (now expired) lease never finished: an
+    empty assistant message with finish reason ``interrupted`` and the thread's
+    ``last_error``; the feed hears of it. Call inside the transaction that takes the lease.
+    Returns the thread's new message count."""
+    seq = thread.message_count
+    row = Message.objects.create(
+        thread_id=thread.pk, seq=seq, role=Message.Role.ASSISTANT, content="",
+        finish_reason="interrupted", error=INTERRUPTED_ERROR, dialect="",
+    )
+    Thread.objects.filter(pk=thread.pk).update(
+        message_count=seq + 1, status=Thread.Status.ERROR, last_error=INTERRUPTED_ERROR,
+        updated_at=now)
+    for e in (
+        realtime.event("message", message=selectors.message_public(
+            row, agent=agent.slug, client="gaia")),
+        realtime.event("thread_updated", thread_id=str(thread.pk), status=Thread.Status.ERROR,
+                       message_count=seq + 1, last_activity=selectors.iso(now),
+                       error=INTERRUPTED_ERROR),
+        realtime.event("error", thread_id=str(thread.pk), agent=agent.slug,
+                       error=INTERRUPTED_ERROR),
+    ):
+        realtime.send_event_on_commit(e)
+    return seq + 1
+
+
+def thread_leases_renew(*, tokens: list[str], lease_seconds: float) -> int:
+    """Extend the leases ``tokens`` (the turns running in one process) by ``lease_seconds``
+    from now: one write for all of them. Returns how many were still held."""
+    if not tokens:
+        return 0
+    until = timezone.now() + timedelta(seconds=lease_seconds)
+    return Thread.objects.filter(lock_token__in=tokens).update(lock_expires_at=until)
+
+
+def thread_leases_sweep() -> int:
+    """Record every turn whose lease expired without it finishing (its process died) as
+    interrupted and release the lease. Run once at server start, after a lease's length.
+    Returns how many were found."""
+    now = timezone.now()
+    found = 0
+    stale = Thread.objects.filter(lock_expires_at__lt=now).select_related("agent")
+    for thread in stale.only("pk", "message_count", "lock_expires_at", "agent", "agent__slug"):
+        with transaction.atomic():
+            if Thread.objects.filter(pk=thread.pk, lock_expires_at__lt=now).update(
+                    lock_token="", lock_expires_at=None):
+                fresh = Thread.objects.only("message_count").get(pk=thread.pk)
+                thread.message_count = fresh.message_count
+                _thread_record_abandoned(thread=thread, agent=thread.agent, now=now)
+                found += 1
+    return found
 
 
 @dataclass
@@ -921,6 +1015,7 @@ def thread_turn_finish(
         row = _message_row(Thread(pk=start.thread_id), seq, reply, dialect)
         row.reasoning = result.reasoning
         row.finish_reason = result.finish_reason
+        row.error = result.error
         row.input_tokens = result.input_tokens
         row.output_tokens = result.output_tokens
         row.usage_estimated = result.usage_estimated

@@ -276,6 +276,10 @@ class TeamTurn:
         return self.leader.thread_id
 
     @property
+    def input_tokens(self) -> int | None:
+        return self.leader.input_tokens
+
+    @property
     def agent(self) -> Agent:
         return self.leader.agent
 

@@ -28,6 +28,7 @@ from django.core.exceptions import RequestAborted  # noqa: E402
 from django.core.handlers.asgi import ASGIHandler, get_script_prefix  # noqa: E402
 from django.urls import get_resolver, set_script_prefix  # noqa: E402
 
+from gaia_site.lifespan import Lifespan  # noqa: E402
 from gaia_site.routing import websocket_urlpatterns  # noqa: E402
 from openai_api.asgi import BodyLimit  # noqa: E402
 
@@ -86,7 +87,15 @@ class ApiASGIHandler(ASGIHandler):
             asyncio.create_task(self.listen_for_disconnect(receive)),
             asyncio.create_task(process_request()),
         ]
-        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        try:
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            # The server cancels the request (a shutdown past its graceful period): the view
+            # is cancelled with it, so that the turn records what happened.
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
         for task in tasks:
             if task.done():
                 with contextlib.suppress(RequestAborted):
@@ -123,14 +132,14 @@ async def http_application(scope, receive, send):  # type: ignore[no-untyped-def
         await site_asgi_app(scope, receive, send)
 
 
-application = ProtocolTypeRouter(
+application = Lifespan(ProtocolTypeRouter(
     {
         "http": BodyLimit(http_application),
         "websocket": AllowedHostsOriginValidator(
             AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
         ),
     }
-)
+))
 
 # Start-up state leaves the cycle collector's care. A full collection over it (~120,000
 # objects: Django, the apps, their views) takes 35-40 ms and runs inside whichever request

@@ -94,7 +94,7 @@ def _keys_create(args: argparse.Namespace) -> int:
         argv += ["--scope", s]
     for a in args.agent:
         argv += ["--agent", a]
-    if args.expires_days:
+    if args.expires_days is not None:
         argv += ["--expires-days", str(args.expires_days)]
     return _manage(*argv)
 
@@ -105,7 +105,7 @@ def server_command(host: str, port: int, *, workers: int = 1, server: str = "uvi
         return [sys.executable, "-m", "daphne", "-b", host, "-p", str(port),
                 "gaia_site.asgi:application"]
     return [sys.executable, "-m", "uvicorn", "gaia_site.asgi:application", "--host", host,
-            "--port", str(port), "--loop", "uvloop", "--http", "httptools", "--lifespan", "off",
+            "--port", str(port), "--loop", "uvloop", "--http", "httptools", "--lifespan", "on",
             "--no-access-log", "--timeout-graceful-shutdown", "5", "--workers", str(workers)]
 
 
@@ -160,7 +160,8 @@ def api_stop(args: argparse.Namespace) -> int:
         print(f"Gaia (pid {pid}) was not running.")
         pidfile.unlink()
         return 0
-    for _ in range(100):
+    # The server finishes its requests (5 s), then records the turns still running.
+    for _ in range(300):
         try:
             os.kill(pid, 0)
         except ProcessLookupError:

@@ -40,6 +40,18 @@ SECRET_KEY = _secret_key()
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 
+# HTTPS (see "Production behind HTTPS" in .env.example; `manage.py check --deploy` is clean
+# with those values). Off by default: a local server speaks plain HTTP.
+SECURE_SSL_REDIRECT = env.bool("GAIA_SECURE_SSL_REDIRECT", default=False)
+SECURE_REDIRECT_EXEMPT = [r"^health$"]  # load balancers probe over plain HTTP
+SECURE_HSTS_SECONDS = env.int("GAIA_SECURE_HSTS_SECONDS", default=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("GAIA_SECURE_HSTS_INCLUDE_SUBDOMAINS", default=False)
+SECURE_HSTS_PRELOAD = env.bool("GAIA_SECURE_HSTS_PRELOAD", default=False)
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env.bool("GAIA_SECURE_COOKIES", default=False)
+if env.bool("GAIA_SECURE_PROXY_SSL_HEADER", default=False):
+    # Only behind a proxy that sets X-Forwarded-Proto itself and strips it from clients.
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
 INSTALLED_APPS = [
     "daphne",
     "django.contrib.admin",
@@ -128,7 +140,12 @@ if REDIS_URL:
         }
     }
     CACHES = {
-        "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL,
+            # Rate limits count here: an unreachable Redis must fail fast, not hang requests
+            # (api_key_throttle then counts in the process).
+            "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1},
+        }
     }
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
@@ -220,8 +237,11 @@ SPECTACULAR_SETTINGS = {
 GAIA_ALLOW_ANONYMOUS = env.bool("GAIA_ALLOW_ANONYMOUS", default=False)
 GAIA_MAX_BODY_BYTES = env.int("GAIA_MAX_BODY_BYTES", default=20 * 1024 * 1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = GAIA_MAX_BODY_BYTES
+GAIA_MAX_MESSAGES = env.int("GAIA_MAX_MESSAGES", default=2000)  # per request (400 above)
 GAIA_KEEPALIVE_SECONDS = env.float("GAIA_KEEPALIVE_SECONDS", default=15.0)
-GAIA_THREAD_LOCK_SECONDS = env.float("GAIA_THREAD_LOCK_SECONDS", default=600.0)
+# A turn's lease on its thread: renewed every third of it while the turn runs, so a thread
+# whose server process died is free again (and its turn recorded as interrupted) this long after.
+GAIA_THREAD_LOCK_SECONDS = env.float("GAIA_THREAD_LOCK_SECONDS", default=30.0)
 GAIA_THREAD_WAIT_SECONDS = env.float("GAIA_THREAD_WAIT_SECONDS", default=300.0)
 GAIA_DEBUG_REQUESTS = env.bool("GAIA_API_DEBUG", default=False)
 GAIA_SHOW_PROMPTS = env.bool("GAIA_SHOW_PROMPTS", default=False)

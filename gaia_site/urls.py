@@ -7,12 +7,13 @@ from drf_spectacular.views import (
 )
 
 from agents.apis import ApiNotFoundApi
-from openai_api.apis import HealthApi
+from openai_api.apis import HealthApi, NotFoundApi
 
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("health", HealthApi.as_view(), name="health"),
     path("v1/", include("openai_api.urls")),
+    path("v1", NotFoundApi.as_view()),  # the API's own 404 envelope, not Django's HTML page
     path("api/v1/benchmarks/", include("benchmarks.urls")),
     path("api/v1/", include("agents.urls")),
     path("api/schema", SpectacularAPIView.as_view(), name="api-schema"),

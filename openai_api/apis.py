@@ -34,7 +34,8 @@ from agents.exceptions import (
     NotFound,
     PayloadTooLarge,
 )
-from agents.runtime import KEEPALIVE, Turn, TurnSpec, as_gaia_error
+from agents.models import ApiKey
+from agents.runtime import KEEPALIVE, Turn, TurnSpec, as_gaia_error, count_tokens
 from openai_api.dialects import chat, messages, responses
 from openai_api.dialects.common import SSE_DONE, SSE_KEEPALIVE, parse_json, sse_data
 from openai_api.errors import error_response, openai_error_body
@@ -124,8 +125,16 @@ class HealthApi(V1View):
     http_method_names = ["get", "head", "options"]
 
     async def get(self, request: HttpRequest) -> HttpResponse:
+        """``{"status": ...}`` (200 or 503) for anyone: enough for a load balancer. The
+        components, with their hosts and errors, only for a key with the operator scope."""
+        raw = raw_api_key(request)
+        if raw is not None:
+            await run_db(services.api_key_authenticate, raw=raw, scope=ApiKey.Scope.OPERATOR)
         report = await selectors.health_report()
-        return json_response(report, status=200 if report["status"] == "ok" else 503)
+        status = 200 if report["status"] == "ok" else 503
+        if raw is None:
+            return json_response({"status": report["status"]}, status=status)
+        return json_response(report, status=status)
 
     head = get
 
@@ -392,8 +401,9 @@ class ResponseDetailApi(V1View):
                            param="response_id", code="response_not_found")
         calls = [llm.ToolCall(c["id"], c["name"], c["arguments"]) for c in row.tool_calls or []]
         usage = llm.Usage(row.input_tokens or 0, row.output_tokens or 0)
-        error = GaiaError(row.thread.last_error or "The reply failed.", code="upstream_error") \
-            if row.finish_reason == "error" else None
+        # This reply's own outcome, not the thread's latest (a later turn may have failed).
+        error = GaiaError(row.error or "The reply failed.", code="upstream_error") \
+            if responses.STATUS.get(row.finish_reason) == "failed" else None
         return json_response(responses.render_response(
             response_id=response_id, model=routing.reply_model(row),
             created_at=int(row.created_at.timestamp()),
@@ -441,7 +451,9 @@ class MessageCreateApi(V1View):
                 headers=turn.reply_headers(),
             )
         assert turn.request is not None
-        input_tokens, _ = backend_for(agent.provider).count_tokens(turn.request)
+        input_tokens = turn.input_tokens
+        if input_tokens is None:
+            input_tokens = await count_tokens(backend_for(agent.provider), turn.request)
         stream = messages.MessageEventStream(message_id=message_id, model=turn.model)
         response, start = sse_response(), stream.start(input_tokens)
         first = await turn.first(wait=keepalive)
@@ -466,5 +478,5 @@ class MessageCountTokensApi(V1View):
                              response_id=""))
         built = turn.build_request(canonical.messages,
                                     extract_workspace_root(canonical.messages))
-        count, _ = backend_for(agent.provider).count_tokens(built)
+        count = await count_tokens(backend_for(agent.provider), built)
         return json_response({"input_tokens": count})

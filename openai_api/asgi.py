@@ -25,7 +25,8 @@ class BodyLimit:
             return
         limit = settings.GAIA_MAX_BODY_BYTES
         length = None
-        anthropic = False
+        # The Messages routes answer in Anthropic's envelope whatever the headers say.
+        anthropic = scope.get("path", "").startswith("/v1/messages")
         for name, value in scope.get("headers", []):
             if name == b"content-length":
                 try:

@@ -16,7 +16,11 @@ from typing import Any
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.conf import settings
+from django.core.exceptions import DisallowedHost
 from django.http import HttpRequest, HttpResponse
+
+from agents.exceptions import InvalidRequest
+from openai_api.errors import error_response
 
 log = logging.getLogger("gaia.requests")
 access_log = logging.getLogger("gaia.access")
@@ -26,12 +30,22 @@ _KEY_PREFIX = re.compile(r"gaia_[0-9a-f]{8}(?=_)")
 _KEY = re.compile(r"(gaia_[0-9a-f]{8})_[A-Za-z0-9_-]+|(sk-[A-Za-z0-9]{4})[A-Za-z0-9_-]+")
 
 
+# Query parameters and JSON fields that carry credentials, whatever the credential looks like.
+_SECRET_PARAM = re.compile(
+    r"(?i)([?&](?:api[_-]?key|key|token|access[_-]?token|secret|password|auth)=)[^&#\s]*")
+_SECRET_FIELD = re.compile(
+    r'(?i)("(?:api[_-]?key|token|access[_-]?token|secret|password|authorization)"\s*:\s*")'
+    r'(?:[^"\\]|\\.)*"')
+
+
 def redact(text: str) -> str:
-    return _KEY.sub(lambda m: (m.group(1) or m.group(2)) + "…[redacted]", text)
+    text = _KEY.sub(lambda m: (m.group(1) or m.group(2)) + "…[redacted]", text)
+    text = _SECRET_PARAM.sub(r"\1[redacted]", text)
+    return _SECRET_FIELD.sub(r'\1[redacted]"', text)
 
 
 def describe_request(request: HttpRequest) -> str:
-    lines = [f"{request.method} {request.get_full_path()}"]
+    lines = [f"{request.method} {redact(request.get_full_path())}"]
     for name, value in request.headers.items():
         shown = "[redacted]" if name.lower() in SECRET_HEADERS else redact(value)
         if name.lower() == "authorization" and value[:7].lower() == "bearer ":
@@ -52,11 +66,20 @@ class ApiEdgeMiddleware:
             markcoroutinefunction(self)
 
     async def __call__(self, request: HttpRequest) -> Any:
+        try:
+            # The Host header against ALLOWED_HOSTS, as Django's CommonMiddleware does for
+            # pages: a DNS-rebinding page must not reach a server that allows anonymous use.
+            request.get_host()
+        except DisallowedHost:
+            return error_response(InvalidRequest(
+                "The Host header of this request is not one this server answers to.",
+                code="disallowed_host"),
+                dialect="anthropic" if "anthropic-version" in request.headers else "openai")
         path = request.path
         logged = path.startswith(("/v1/", "/api/")) or path == "/api"
         if logged:
             started = time.perf_counter()
-            request.gaia_facts = {}  # views add what they know (agents.apis.note)
+            request.gaia_facts = {}  # views add what they know (agents.authentication.note)
         if settings.GAIA_DEBUG_REQUESTS and path.startswith("/v1/"):
             try:
                 log.debug("raw request\n%s", describe_request(request))

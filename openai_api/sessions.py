@@ -17,6 +17,7 @@ SESSION_HEADERS = (
     "session-id",
 )
 
+MAX_WORKSPACE_ROOT = 1000  # agents.models.Thread.workspace_root
 _WORKSPACE = re.compile(r"<workspace_info>.*?following folders:\s*\n\s*-\s*([^\s\n]+)", re.DOTALL)
 
 
@@ -26,7 +27,9 @@ def extract_workspace_root(messages: list[llm.Message]) -> str | None:
         if m.role == "user":
             match = _WORKSPACE.search(m.text)
             if match:
-                return match.group(1).strip()
+                root = match.group(1).strip()
+                # Longer than any path (and than Thread.workspace_root holds): not one.
+                return root if len(root) <= MAX_WORKSPACE_ROOT else None
     return None
 
 

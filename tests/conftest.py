@@ -79,7 +79,7 @@ def start_gaia(tmp_dir: Path, env: dict[str, str] | None = None) -> GaiaServer:
         **(env or {}),
     }
     cmd = [sys.executable, "-m", "uvicorn", "gaia_site.asgi:application", "--host", "127.0.0.1",
-           "--port", str(port), "--lifespan", "off", "--loop", "uvloop", "--http", "httptools",
+           "--port", str(port), "--lifespan", "on", "--loop", "uvloop", "--http", "httptools",
            "--timeout-graceful-shutdown", "2"]
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(cmd, cwd=ROOT, env=full_env, stdout=log, stderr=subprocess.STDOUT)

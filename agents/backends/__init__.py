@@ -8,18 +8,52 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import logging
 import os
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
-from agents.exceptions import BackendError, BackendOverloaded
-from agents.llm import Backend, Event, LLMRequest
+from agents.exceptions import BackendError, BackendOverloaded, GaiaError
+from agents.llm import Backend, Event, LLMRequest, Usage
+
+log = logging.getLogger("gaia.backends")
+
+# The most tokens one reply may count (a database integer column holds 2**31 - 1).
+MAX_USAGE_TOKENS = 2**31 - 1
+
+
+def usage_clamped(usage: Usage) -> Usage:
+    """``usage`` with each count within ``0..MAX_USAGE_TOKENS`` (providers have sent
+    negative and absurd counts; the database refuses them and the reply would be lost)."""
+    def clamp(n: object) -> int:
+        try:
+            return min(max(int(n), 0), MAX_USAGE_TOKENS)  # type: ignore[call-overload]
+        except (TypeError, ValueError, OverflowError):
+            return 0
+
+    i, o = clamp(usage.input_tokens), clamp(usage.output_tokens)
+    if (i, o) == (usage.input_tokens, usage.output_tokens):
+        return usage
+    return Usage(i, o, usage.estimated)
 
 if TYPE_CHECKING:
     from agents.models import Provider
 
+ENV_PREFIX = "env:"  # an extra header value naming an environment variable
 _backends: dict[tuple[int, str], Backend] = {}
 _limits: dict[int, tuple[int, asyncio.Semaphore]] = {}
+
+
+def provider_headers(options: dict[str, Any]) -> dict[str, str]:
+    """``options["extra_headers"]`` as sent: a value ``env:NAME`` is read from the environment
+    variable ``NAME`` (keeps a credential out of the database and of exports)."""
+    out = {}
+    for name, value in (options.get("extra_headers") or {}).items():
+        value = str(value)
+        if value.startswith(ENV_PREFIX):
+            value = os.environ.get(value[len(ENV_PREFIX):], "")
+        out[str(name)] = value
+    return out
 
 
 def provider_credential(provider: Provider) -> str:
@@ -109,6 +143,18 @@ async def backend_stream(
                 raise BackendTimeout(
                     f"Provider {provider.name!r} did not answer within {timeout:g} s."
                 ) from None
+            except GaiaError:
+                raise
+            except Exception as exc:
+                # A reply of a shape no backend expected (a choice that is a string, usage
+                # that is a list, a line over the read buffer): the provider's fault, a 502.
+                log.warning("provider %s sent a reply that could not be read: %r",
+                            provider.name, exc)
+                raise BackendError(
+                    f"Provider {provider.name!r} sent a reply Gaia could not read "
+                    f"({type(exc).__name__}).") from None
+            if isinstance(event, Usage):
+                event = usage_clamped(event)
             yield event
     finally:
         semaphore.release()

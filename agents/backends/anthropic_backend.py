@@ -22,6 +22,7 @@ import weakref
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
+from agents.backends import provider_headers
 from agents.backends.upstream import load_sdk, map_sdk_error, upstream_error_text
 from agents.exceptions import BackendError, BackendRateLimited
 from agents.llm import (
@@ -135,8 +136,7 @@ class AnthropicBackend:
         self.timeout = timeout
         self.options = options
         self.accepts_images = bool(options.get("images", True))
-        self.extra_headers = {str(k): str(v) for k, v in
-                              (options.get("extra_headers") or {}).items()}
+        self.extra_headers = provider_headers(options)
         self.default_max_tokens = int(options.get("max_tokens") or DEFAULT_MAX_TOKENS)
         self._clients: weakref.WeakKeyDictionary[Any, anthropic.AsyncAnthropic] = (
             weakref.WeakKeyDictionary())

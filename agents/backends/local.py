@@ -37,6 +37,8 @@ from typing import Any
 
 from agents.exceptions import BackendError, ContextTooLong
 from agents.llm import (
+    COUNT_ON_LOOP_TOKENS,
+    MAX_CHARS_PER_TOKEN,
     Event,
     Finish,
     LLMRequest,
@@ -324,7 +326,15 @@ class LocalBackend:
         model = _models.get(self._path) if self._path else None
         if model is None:
             model = await asyncio.to_thread(self.model)  # the first load takes a moment
-        tokens = model.prompt_tokens(model.prompt(request))
+        rough = estimate_request_tokens(request)
+        if rough * 4 > model.n_ctx * MAX_CHARS_PER_TOKEN:  # over the context, uncounted
+            raise ContextTooLong(
+                f"The prompt has at least {rough * 4 // MAX_CHARS_PER_TOKEN} tokens; the local "
+                f"model's context holds {model.n_ctx}.", param="messages")
+        if rough > COUNT_ON_LOOP_TOKENS:  # tokenizing a long prompt would stall the loop
+            tokens = await asyncio.to_thread(lambda: model.prompt_tokens(model.prompt(request)))
+        else:
+            tokens = model.prompt_tokens(model.prompt(request))
         room = model.n_ctx - len(tokens)
         if room < 1:
             raise ContextTooLong(

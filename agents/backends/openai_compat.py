@@ -35,6 +35,7 @@ from typing import Any
 
 import aiohttp
 
+from agents.backends import provider_headers
 from agents.backends.upstream import error_message, status_error, transport_error
 from agents.exceptions import BackendError
 from agents.llm import (
@@ -125,7 +126,7 @@ class OpenAIBackend:
             # Keyless local servers (Ollama, llama.cpp) ignore the header.
             **({"Authorization": f"Bearer {api_key}"} if api_key else {}),
             "Accept": "text/event-stream",
-            **{str(k): str(v) for k, v in (options.get("extra_headers") or {}).items()},
+            **provider_headers(options),
         }
         self.max_tokens_param = str(options.get("max_tokens_param") or "max_tokens")
         self.proxy = proxy_for(self.base_url)

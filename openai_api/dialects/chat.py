@@ -14,7 +14,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agents import llm
 from agents.exceptions import InvalidRequest
-from openai_api.dialects.common import image_from_url, sse_data
+from openai_api.dialects.common import (
+    check_message_count,
+    check_tool_call_id,
+    function_name,
+    image_from_url,
+    sse_data,
+)
 
 FINISH = {"stop": "stop", "length": "length", "tool_calls": "tool_calls",
           "content_filter": "content_filter"}
@@ -118,8 +124,8 @@ def tool_choice_from(value: str | dict[str, Any] | None) -> llm.ToolChoice:
     if value == "required":
         return llm.ToolChoice("required")
     if isinstance(value, dict):
-        name = (value.get("function") or {}).get("name") or value.get("name")
-        if name:
+        name = function_name(value)
+        if isinstance(name, str) and name:
             return llm.ToolChoice("tool", name)
     raise InvalidRequest("Invalid tool_choice.", param="tool_choice")
 
@@ -128,6 +134,7 @@ def parse_request(data: dict[str, Any]) -> tuple[ChatRequestIn, llm.LLMRequest]:
     """The validated request and its canonical form (``model`` is the agent slug here)."""
     from openai_api.dialects.common import validate
 
+    check_message_count(data.get("messages"), param="messages")
     req: ChatRequestIn = validate(ChatRequestIn, data)
     system: list[str] = []
     messages: list[llm.Message] = []
@@ -157,6 +164,7 @@ def parse_request(data: dict[str, Any]) -> tuple[ChatRequestIn, llm.LLMRequest]:
             if not call_id:
                 raise InvalidRequest("Tool messages need a 'tool_call_id'.",
                                      param=f"{where}.tool_call_id")
+            check_tool_call_id(call_id, param=f"{where}.tool_call_id")
             messages.append(llm.Message("tool", _text_and_parts(m.content, where, images=False),
                                         tool_call_id=call_id))
     if not any(m.role == "user" for m in messages):

@@ -8,6 +8,7 @@ import json
 import re
 from typing import Any
 
+from django.conf import settings
 from pydantic import BaseModel, ValidationError
 
 from agents import llm
@@ -17,16 +18,87 @@ _DATA_URI = re.compile(r"^data:(?P<type>[\w.+-]+/[\w.+-]+)?(?P<b64>;base64)?,(?P
 IMAGE_TYPES = {"image/jpeg", "image/png", "image/gif", "image/webp"}
 
 
+# JSON escapes for what no database text column can hold: a NUL (PostgreSQL refuses it) or
+# a UTF-16 surrogate (paired ones json.loads joins into one character; a lone one cannot be
+# encoded at all). Searched for in the raw body, which is cheap; only a body that contains one
+# is walked to find where it is.
+_UNSTORABLE_ESCAPE = re.compile(rb"\\u(?:0000|[dD][89a-fA-F])")
+_UNSTORABLE_CHAR = re.compile("[\x00\ud800-\udfff]")
+
+
 def parse_json(body: bytes) -> dict[str, Any]:
+    """The JSON object in ``body`` or :class:`InvalidRequest` (``invalid_json``): for bad
+    syntax (``NaN`` and ``Infinity`` too), nesting too deep to parse, an integer too long to
+    convert; and text holding a NUL or a lone surrogate (``invalid_value``, naming where)."""
     try:
-        data = json.loads(body)
+        data = json.loads(body, parse_constant=_not_json)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise InvalidRequest(
             f"We could not parse the JSON body of your request ({exc}).", code="invalid_json"
         ) from None
+    except RecursionError:
+        raise InvalidRequest("The JSON body of your request is nested too deeply.",
+                             code="invalid_json") from None
+    except ValueError as exc:  # an integer over Python's digit limit
+        raise InvalidRequest(f"We could not parse the JSON body of your request ({exc}).",
+                             code="invalid_json") from None
     if not isinstance(data, dict):
         raise InvalidRequest("The request body must be a JSON object.", code="invalid_json")
+    if _UNSTORABLE_ESCAPE.search(body):
+        where = _unstorable_text(data, "")
+        if where is not None:
+            raise InvalidRequest(
+                f"Invalid value for '{where or 'body'}': text may not contain NUL characters "
+                "or unpaired UTF-16 surrogates.", param=where or None, code="invalid_value")
     return data
+
+
+def _not_json(name: str) -> Any:
+    """``NaN`` and ``Infinity`` are Python's extensions, not JSON (RFC 8259 section 6)."""
+    raise json.JSONDecodeError(f"{name} is not a JSON value", name, 0)
+
+
+def _unstorable_text(value: Any, where: str) -> str | None:
+    """Where in ``value`` a string holds a NUL or a lone surrogate (``None``: nowhere)."""
+    stack = [(value, where)]
+    while stack:
+        item, at = stack.pop()
+        if isinstance(item, str):
+            if _UNSTORABLE_CHAR.search(item):
+                return at
+        elif isinstance(item, dict):
+            for k, v in item.items():
+                path = f"{at}.{k}" if at else str(k)
+                if _UNSTORABLE_CHAR.search(k):
+                    return path
+                stack.append((v, path))
+        elif isinstance(item, list):
+            stack.extend((v, f"{at}[{i}]") for i, v in enumerate(item))
+    return None
+
+
+MAX_TOOL_CALL_ID = 200  # agents.models.Message.tool_call_id
+
+
+def check_message_count(items: Any, *, param: str) -> None:
+    """Refuse more than ``GAIA_MAX_MESSAGES`` items before any is validated or stored."""
+    limit = settings.GAIA_MAX_MESSAGES
+    if isinstance(items, list) and len(items) > limit:
+        raise InvalidRequest(
+            f"A request may carry at most {limit} messages; this one has {len(items)}.",
+            param=param, code="too_many_messages")
+
+
+def check_tool_call_id(call_id: str, *, param: str) -> None:
+    if len(call_id) > MAX_TOOL_CALL_ID:
+        raise InvalidRequest(f"Tool call ids are at most {MAX_TOOL_CALL_ID} characters.",
+                             param=param, code="invalid_value")
+
+
+def function_name(value: dict[str, Any]) -> Any:
+    """The tool a ``tool_choice`` object names: ``name``, or ``function.name`` (any type)."""
+    function = value.get("function")
+    return value.get("name") or (function.get("name") if isinstance(function, dict) else None)
 
 
 def validate(model: type[BaseModel], data: dict[str, Any]) -> Any:

@@ -20,7 +20,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agents import llm
 from agents.exceptions import GaiaError, InvalidRequest
-from openai_api.dialects.common import IMAGE_TYPES, image_from_url, sse_event, validate
+from openai_api.dialects.common import (
+    IMAGE_TYPES,
+    check_message_count,
+    check_tool_call_id,
+    image_from_url,
+    sse_event,
+    validate,
+)
 from openai_api.errors import anthropic_error_body
 
 STOP_REASON = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use",
@@ -110,6 +117,7 @@ def _tool_result(block: dict[str, Any], where: str) -> llm.Message:
     if not isinstance(call_id, str) or not call_id:
         raise InvalidRequest("tool_result blocks need a 'tool_use_id'.",
                              param=f"{where}.tool_use_id")
+    check_tool_call_id(call_id, param=f"{where}.tool_use_id")
     content = block.get("content")
     parts: list[llm.Part] = []
     if isinstance(content, str):
@@ -213,6 +221,7 @@ def tool_choice_from(value: dict[str, Any] | None) -> llm.ToolChoice:
 def parse_request(data: dict[str, Any], *, require_max_tokens: bool = True
                   ) -> tuple[MessagesRequestIn, llm.LLMRequest]:
     """The validated request and its canonical form (``model`` is the agent slug here)."""
+    check_message_count(data.get("messages"), param="messages")
     req: MessagesRequestIn = validate(MessagesRequestIn, data)
     if require_max_tokens and req.max_tokens is None:
         raise InvalidRequest("max_tokens: Field required", param="max_tokens")

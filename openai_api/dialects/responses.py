@@ -19,7 +19,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agents import llm
 from agents.exceptions import GaiaError, InvalidRequest
-from openai_api.dialects.common import image_from_url, sse_event, validate
+from openai_api.dialects.common import (
+    check_message_count,
+    check_tool_call_id,
+    function_name,
+    image_from_url,
+    sse_event,
+    validate,
+)
 
 
 class _In(BaseModel):
@@ -140,6 +147,7 @@ def parse_input(items: str | list[dict[str, Any]]) -> tuple[list[str], list[llm.
             if not isinstance(call_id, str) or not call_id:
                 raise InvalidRequest("function_call_output items need a 'call_id'.",
                                      param=f"{where}.call_id")
+            check_tool_call_id(call_id, param=f"{where}.call_id")
             output = item.get("output", "")
             parts = _parts(output, f"{where}.output", images=True) if isinstance(
                 output, list) else ((llm.TextPart(str(output)),) if output != "" else ())
@@ -180,7 +188,7 @@ def tool_choice_from(value: str | dict[str, Any] | None) -> llm.ToolChoice:
     if isinstance(value, dict):
         kind = value.get("type")
         if kind == "function":
-            name = value.get("name") or (value.get("function") or {}).get("name")
+            name = function_name(value)
             if isinstance(name, str) and name:
                 return llm.ToolChoice("tool", name)
         elif kind == "allowed_tools":
@@ -192,6 +200,7 @@ def tool_choice_from(value: str | dict[str, Any] | None) -> llm.ToolChoice:
 
 def parse_request(data: dict[str, Any]) -> tuple[ResponseRequestIn, llm.LLMRequest]:
     """The validated request and its canonical form (``model`` is the agent slug here)."""
+    check_message_count(data.get("input"), param="input")
     req: ResponseRequestIn = validate(ResponseRequestIn, data)
     if isinstance(req.input, list) and not req.input:
         raise InvalidRequest("'input' must not be empty.", param="input")
@@ -272,7 +281,7 @@ def output_items(*, response_id: str, text: str, reasoning: str,
 
 
 STATUS = {"length": "incomplete", "error": "failed", "client_disconnected": "incomplete",
-          "cancelled": "cancelled"}
+          "cancelled": "cancelled", "interrupted": "failed"}
 
 
 def error_out(exc: GaiaError) -> dict[str, Any]:
@@ -326,7 +335,7 @@ def echo_fields(req: ResponseRequestIn) -> dict[str, Any]:
     ]
     choice: Any = req.tool_choice if isinstance(req.tool_choice, str) else "auto"
     if isinstance(req.tool_choice, dict) and req.tool_choice.get("type") == "function":
-        name = req.tool_choice.get("name") or (req.tool_choice.get("function") or {}).get("name")
+        name = function_name(req.tool_choice)
         choice = {"type": "function", "name": name}
     return {
         "instructions": req.instructions,

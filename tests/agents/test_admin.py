@@ -92,3 +92,42 @@ def test_threads_are_read_only_with_messages_inline(staff, make_agent):
     thread.refresh_from_db()
     assert thread.title == "A talk"
     assert Agent.objects.count() == 1
+
+
+def test_provider_header_values_are_write_only(staff):
+    provider = Provider.objects.create(
+        name="hdr", kind="openai", base_url="https://x.example/v1",
+        options={"extra_headers": {"X-Token": "tok-very-secret"}, "images": False})
+    page = staff.get(reverse("admin:agents_provider_change", args=[provider.pk]))
+    assert page.status_code == 200
+    assert b"tok-very-secret" not in page.content
+    assert b"[hidden]" in page.content
+    data = {"name": "hdr", "kind": "openai", "base_url": "https://x.example/v1",
+            "api_key_env": "", "api_key_secret": "", "default_model": "m",
+            "timeout_seconds": "30", "max_concurrency": "4",
+            "options": '{"extra_headers": {"X-Token": "[hidden]", "X-New": "v"}, '
+                       '"images": false}'}
+    staff.post(reverse("admin:agents_provider_change", args=[provider.pk]), data)
+    provider.refresh_from_db()
+    assert provider.options["extra_headers"] == {"X-Token": "tok-very-secret", "X-New": "v"}
+
+
+def test_thread_page_shows_messages_a_page_at_a_time(staff, make_agent):
+    from agents.models import Message
+
+    agent = make_agent()
+    thread = Thread.objects.create(agent=agent, session_key="s", history_digest="d",
+                                   title="Long", message_count=250)
+    Message.objects.bulk_create(
+        Message(thread=thread, seq=i, role="user", content=f"message-{i:04d}")
+        for i in range(250))
+    url = reverse("admin:agents_thread_change", args=[thread.pk])
+    first = staff.get(url).content.decode()
+    assert "message-0000" in first
+    assert "message-0099" in first
+    assert "message-0100" not in first
+    assert "Messages 1–100 of 250" in first
+    last = staff.get(url + "?messages_page=3").content.decode()
+    assert "message-0249" in last
+    assert "message-0199" not in last
+    assert staff.get(url + "?messages_page=nonsense").status_code == 200

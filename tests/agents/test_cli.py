@@ -20,7 +20,9 @@ GAIA = [str(Path(sys.executable).parent / "gaia")]
 
 
 def gaia(*args, tmp_path):
-    env = {**os.environ, "DATABASE_URL": live_database_url(), "GAIA_DATA_DIR": str(tmp_path)}
+    # PYTHONPATH: this checkout's code, whichever checkout the installed script points at.
+    env = {**os.environ, "DATABASE_URL": live_database_url(), "GAIA_DATA_DIR": str(tmp_path),
+           "PYTHONPATH": str(ROOT)}
     return subprocess.run([*GAIA, *args], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=120)
 
@@ -74,3 +76,33 @@ def test_gaia_api_start_status_stop(tmp_path):
         stopped = gaia("api", "stop", "--port", port, tmp_path=tmp_path)
     assert stopped.returncode == 0
     assert gaia("api", "status", "--port", port, tmp_path=tmp_path).returncode == 1
+
+
+def test_gaia_keys_create_refuses_a_key_expiring_after_zero_days(tmp_path):
+    made = gaia("keys", "create", "--name", "zero", "--expires-days", "0", tmp_path=tmp_path)
+    assert made.returncode != 0
+    assert "at least 1" in made.stderr
+    assert not ApiKey.objects.filter(name="zero").exists()
+    made = gaia("keys", "create", "--name", "one", "--expires-days", "1", tmp_path=tmp_path)
+    assert made.returncode == 0, made.stderr
+    assert ApiKey.objects.get(name="one").expires_at is not None
+
+
+def test_gaia_agents_export_hides_header_values_and_import_keeps_them(tmp_path):
+    config = tmp_path / "agents.yaml"
+    config.write_text(yaml.safe_dump({"providers": [{
+        "name": "up", "kind": "openai", "base_url": "https://x.example/v1",
+        "options": {"extra_headers": {"X-Token": "tok-very-secret", "X-Org": "env:GAIA_ORG"}},
+    }]}))
+    assert gaia("agents", "import", str(config), tmp_path=tmp_path).returncode == 0
+    exported = gaia("agents", "export", tmp_path=tmp_path)
+    assert exported.returncode == 0, exported.stderr
+    assert "tok-very-secret" not in exported.stdout
+    headers = yaml.safe_load(exported.stdout)["providers"][0]["options"]["extra_headers"]
+    assert headers == {"X-Token": "[hidden]", "X-Org": "env:GAIA_ORG"}
+    config.write_text(exported.stdout)  # the export imported back changes nothing
+    assert gaia("agents", "import", str(config), tmp_path=tmp_path).returncode == 0
+    from agents.models import Provider
+
+    stored = Provider.objects.get(name="up").options["extra_headers"]
+    assert stored == {"X-Token": "tok-very-secret", "X-Org": "env:GAIA_ORG"}

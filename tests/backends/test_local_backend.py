@@ -245,6 +245,41 @@ async def test_prompt_longer_than_the_context_is_refused(provider):
         await collect(backend_stream(provider, request))
 
 
+async def test_a_long_prompt_is_tokenized_off_the_event_loop(provider, model_path,
+                                                              monkeypatch):
+    from agents.backends import local
+
+    model = get_model(model_path)
+    loop_thread = threading.get_ident()
+    where = []
+    real = local.LocalModel.prompt_tokens
+
+    def recording(self, prompt):
+        where.append(threading.get_ident())
+        return real(self, prompt)
+
+    monkeypatch.setattr(local.LocalModel, "prompt_tokens", recording)
+    assert model is not None
+    request = ask("word " * 7000)  # ~9,000 estimated tokens: over the on-loop bound
+    with pytest.raises(ContextTooLong):
+        await collect(backend_stream(provider, request))
+    assert where
+    assert loop_thread not in where
+
+
+async def test_a_prompt_far_over_the_context_is_refused_without_tokenizing(provider,
+                                                                          monkeypatch):
+    from agents.backends import local
+
+    def never(self, prompt):
+        raise AssertionError("tokenized")
+
+    monkeypatch.setattr(local.LocalModel, "prompt_tokens", never)
+    request = ask("word " * 200_000)  # 1 MB: more characters than 4096 tokens can hold
+    with pytest.raises(ContextTooLong):
+        await collect(backend_stream(provider, request))
+
+
 def test_multibyte_characters_are_never_split(model_path):
     model = get_model(model_path)
     text = "Emoji 😀🎉, café, naïve, 東京, Ελλάδα."

@@ -20,6 +20,7 @@ tokens). Actions:
   error event after ``n`` tokens.
 * :class:`Hang`: no answer for ``seconds`` (before the headers, or after ``after_tokens``).
 * :class:`Drop`: the connection is cut after ``after_tokens`` tokens (no final chunk).
+* :class:`Raw`: an event stream of exactly the given bytes (OpenAI routes only).
 
 Each request is recorded in :attr:`FakeUpstream.requests` (method, path, headers, JSON body,
 and whether it ``completed`` or the client ``disconnected`` first); :attr:`disconnects` counts
@@ -48,6 +49,7 @@ __all__ = [
     "Fail",
     "FakeUpstream",
     "Hang",
+    "Raw",
     "RecordedRequest",
     "Reply",
     "ToolCallSpec",
@@ -135,7 +137,14 @@ class Drop:
     after_tokens: int = 1
 
 
-Action = Reply | Fail | Hang | Drop
+@dataclass
+class Raw:
+    """A 200 event stream of exactly these bytes (malformed chunks, huge lines...)."""
+
+    body: bytes = b""
+
+
+Action = Reply | Fail | Hang | Drop | Raw
 
 
 @dataclass

@@ -29,6 +29,7 @@ from tests.fakes import (  # noqa: E402
     Fail,
     FakeUpstream,
     Hang,
+    Raw,
     Reply,
     drop_connection,
     estimate_tokens,
@@ -106,6 +107,9 @@ class FakeOpenAIUpstream(FakeUpstream):
             await asyncio.sleep(action.seconds)
         if isinstance(action, Fail) and (action.after_tokens is None or not stream):
             await ex.json(action.status, self.error_body(action), action.headers)
+            return
+        if isinstance(action, Raw):
+            await ex.sse(_once(action.body))
             return
         if not stream:
             await self.complete_json(ex, action if isinstance(action, Reply) else Reply())
@@ -199,6 +203,10 @@ class FakeOpenAIUpstream(FakeUpstream):
             yield sse({**ids, "choices": [], "usage": {
                 "prompt_tokens": pin, "completion_tokens": pout, "total_tokens": pin + pout}})
         yield sse(b"[DONE]")
+
+
+async def _once(body: bytes) -> AsyncIterator[bytes]:
+    yield body
 
 
 def main() -> None:

@@ -198,26 +198,63 @@ def test_models_in_anthropic_shape(gaia_server, make_agent, api_key):
     assert bad.json()["error"]["type"] == "authentication_error"
 
 
-def test_health_reports_components(gaia_server):
+@pytest.fixture
+def operator_key(make_key):
+    return make_key(name="ops", scopes=["operator"])[1]
+
+
+def test_health_reports_components_to_operators_only(gaia_server, operator_key, api_key):
     r = httpx.get(gaia_server.url + "/health")
+    assert r.status_code == 200
+    assert r.json() == {"status": "ok"}  # nothing about hosts, ports or names
+    r = httpx.get(gaia_server.url + "/health", headers={"x-api-key": operator_key})
     assert r.status_code == 200
     body = r.json()
     assert body["status"] == "ok"
     assert set(body["checks"]) == {"database", "channel_layer", "broker"}
     assert all(c["status"] == "ok" for c in body["checks"].values())
+    chat_only = httpx.get(gaia_server.url + "/health", headers={"x-api-key": api_key})
+    assert chat_only.status_code == 403
+    assert chat_only.json()["error"]["code"] == "insufficient_scope"
+    wrong = httpx.get(gaia_server.url + "/health", headers={"x-api-key": "gaia_0000_x"})
+    assert wrong.status_code == 401
 
 
-def test_health_is_503_when_redis_is_down(gaia_server_factory):
+def test_v1_refuses_hosts_it_does_not_serve(gaia_server, echo_agent, api_key):
+    headers = {"Authorization": f"Bearer {api_key}"}
+    r = post(gaia_server, {**headers, "Host": "attacker.example"})
+    assert r.status_code == 400
+    assert r.json()["error"]["code"] == "disallowed_host"
+    r = httpx.get(gaia_server.v1 + "/models", headers={**headers, "Host": "evil.example:80"})
+    assert r.status_code == 400
+    assert post(gaia_server, {**headers, "Host": "localhost"}).status_code == 200
+
+
+def test_health_is_503_when_redis_is_down(gaia_server_factory, operator_key):
     from tests.conftest import free_port
 
     server = gaia_server_factory(REDIS_URL=f"redis://127.0.0.1:{free_port()}/0")
     r = httpx.get(server.url + "/health", timeout=10)
+    assert r.status_code == 503
+    assert r.json() == {"status": "unavailable"}
+    r = httpx.get(server.url + "/health", timeout=10, headers={"x-api-key": operator_key})
     assert r.status_code == 503
     body = r.json()
     assert body["status"] == "unavailable"
     assert body["checks"]["database"]["status"] == "ok"
     assert body["checks"]["broker"]["status"] == "error"
     assert body["checks"]["channel_layer"]["status"] == "error"
+
+
+def test_rate_limited_keys_are_served_while_redis_is_down(gaia_server_factory, echo_agent,
+                                                          make_key):
+    from tests.conftest import free_port
+
+    _, secret = make_key(requests_per_minute=3)
+    server = gaia_server_factory(REDIS_URL=f"redis://127.0.0.1:{free_port()}/4")
+    codes = [post(server, {"x-api-key": secret}).status_code for _ in range(4)]
+    assert codes == [200, 200, 200, 429]  # limited in the process while Redis is away
+    assert "rate limits counted per process" in server.log()
 
 
 def test_config_changes_show_on_the_next_request(gaia_server, make_agent, make_key, admin_client):

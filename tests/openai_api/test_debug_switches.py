@@ -31,6 +31,19 @@ def test_raw_request_log_redacts_secrets(gaia_server_factory, echo_agent, api_ke
     assert api_key[:13] in log  # the visible prefix identifies the key
 
 
+def test_raw_request_log_redacts_credentials_in_the_query_string(gaia_server_factory,
+                                                                echo_agent):
+    server = gaia_server_factory(GAIA_API_DEBUG="1")
+    httpx.get(server.v1 + "/models?api_key=plain-secret-value&x=query-marker")
+    wait_for(server, "raw request")
+    # Gaia's own log (the test server's uvicorn access log is on; `gaia api start` has none).
+    log = "\n".join(line for line in server.log().splitlines()
+                    if not line.startswith("INFO:"))
+    assert "query-marker" in log
+    assert "plain-secret-value" not in log
+    assert "api_key=[redacted]" in log
+
+
 def test_show_prompts_logs_what_goes_to_the_provider(gaia_server_factory, make_agent, api_key):
     make_agent(slug="shown", instructions="SECRET-SAUCE-INSTRUCTIONS")
     server = gaia_server_factory(GAIA_SHOW_PROMPTS="1")

@@ -18,9 +18,14 @@ class Command(BaseCommand):
         parser.add_argument("--agent", action="append", default=[],
                             help="agent slug this key may use (repeatable; default: all)")
         parser.add_argument("--rpm", type=int, default=0, help="requests per minute (0 = no limit)")
-        parser.add_argument("--expires-days", type=int, default=None)
+        parser.add_argument("--expires-days", type=int, default=None,
+                            help="days until the key expires (at least 1; default: never)")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        days = options["expires_days"]
+        if days is not None and days < 1:
+            raise CommandError("--expires-days must be at least 1 (leave it out for a key "
+                               "that never expires).")
         agents = []
         for slug in options["agent"]:
             agent = Agent.objects.filter(slug=slug).first()
@@ -28,8 +33,8 @@ class Command(BaseCommand):
                 raise CommandError(f"No agent {slug!r}.")
             agents.append(agent)
         expires = None
-        if options["expires_days"]:
-            expires = timezone.now() + timedelta(days=options["expires_days"])
+        if days is not None:
+            expires = timezone.now() + timedelta(days=days)
         key, secret = api_key_create(
             name=options["name"], scopes=options["scope"] or [ApiKey.Scope.CHAT],
             agents=agents, expires_at=expires, requests_per_minute=options["rpm"],

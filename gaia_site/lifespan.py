@@ -1,0 +1,86 @@
+"""ASGI lifespan: what a server process does when it starts and when it is told to stop.
+
+At start it chains its own handler before the server's for SIGTERM and SIGINT (uvicorn installs
+its handlers before the lifespan starts), so from the moment a stop is asked for, turns that
+the server later cancels are recorded as interrupted rather than as clients that left; and it
+schedules one sweep for turns a dead process left behind (their leases expire a lease's length
+after it died). At shutdown, after the server's graceful period, it waits until every turn of
+the process is recorded and its lease released.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import threading
+from typing import Any
+
+from django.conf import settings
+
+log = logging.getLogger("gaia.lifespan")
+
+SHUTDOWN_RECORD_SECONDS = 10.0  # at most this long to record the turns still running
+
+
+class Lifespan:
+    """Wraps an ASGI application; answers the ``lifespan`` scope, passes everything else."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self._sweep: asyncio.Task[None] | None = None
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "lifespan":
+            await self.app(scope, receive, send)
+            return
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                self.startup()
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await self.shutdown()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    def startup(self) -> None:
+        from agents import runtime
+
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                previous = signal.getsignal(sig)
+
+                def handler(signum: int, frame: Any, previous: Any = previous) -> None:
+                    runtime.drain_begin()
+                    if callable(previous):
+                        previous(signum, frame)
+
+                signal.signal(sig, handler)
+        self._sweep = asyncio.get_running_loop().create_task(self._sweep_later())
+
+    async def _sweep_later(self) -> None:
+        """Once a lease's length after start, record the turns a dead process left."""
+        from agents import services
+        from agents.database import run_db
+
+        await asyncio.sleep(settings.GAIA_THREAD_LOCK_SECONDS * 1.2)
+        try:
+            found = await run_db(services.thread_leases_sweep)
+        except Exception:
+            log.exception("sweeping abandoned turns failed")
+            return
+        if found:
+            log.warning("recorded %d turns interrupted by a stopped server process", found)
+
+    async def shutdown(self) -> None:
+        from agents import realtime, runtime
+
+        if self._sweep is not None:
+            self._sweep.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sweep
+        await runtime.drain_wait(SHUTDOWN_RECORD_SECONDS)
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(realtime.flush(), 2)
