@@ -73,17 +73,17 @@ def disable_agents(modeladmin: Any, request: HttpRequest, queryset: Any) -> None
 
 @admin.register(Agent)
 class AgentAdmin(admin.ModelAdmin):
-    list_display = ["slug", "display_name", "provider", "model_name", "tool", "enabled",
+    list_display = ["slug", "display_name", "provider", "model_name", "tool", "enabled", "listed",
                     "updated_at"]
-    list_filter = ["enabled", "provider", "provider__kind", "tool"]
+    list_filter = ["enabled", "listed", "provider", "provider__kind", "tool"]
     search_fields = ["slug", "display_name", "description", "instructions"]
     actions = [enable_agents, disable_agents]
     readonly_fields = ["models_preview", "created_at", "updated_at"]
     fieldsets = [
-        (None, {"fields": ["slug", "display_name", "description", "enabled"]}),
+        (None, {"fields": ["slug", "display_name", "description", "enabled", "listed"]}),
         ("Behaviour", {"fields": ["instructions", "provider", "upstream_model", "tool"]}),
         ("Generation", {"fields": ["temperature", "top_p", "max_input_tokens",
-                                   "max_output_tokens"]}),
+                                   "max_output_tokens", "context_overflow"]}),
         ("As clients see it", {"fields": ["models_preview", "created_at", "updated_at"]}),
     ]
 

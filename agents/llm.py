@@ -21,7 +21,9 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-Role = Literal["user", "assistant", "tool"]
+# ``system`` in ``messages``: an instruction given at that point of the conversation (Anthropic's
+# mid-conversation system messages); the request's own ``system`` stays the opening prompt.
+Role = Literal["user", "assistant", "tool", "system"]
 FinishReason = Literal["stop", "length", "tool_calls", "content_filter", "cancelled", "error"]
 
 

@@ -85,6 +85,7 @@ class TurnSpec:
     user: str | None = None
     thread_history: list[llm.Message] | None = None  # set when continuing a stored thread
     workspace_root: str | None = None  # a coding client's workspace (openai_api.sessions)
+    title: str | None = None  # a new thread's title (default: its first user text)
     # Store the turn before the provider is asked (operator inject: the caller needs the
     # message id at once), waiting at most ``lease_wait`` seconds for a busy thread.
     store_first: bool = False
@@ -190,6 +191,7 @@ class Turn:
             thread_id=spec.thread_id, user=spec.user, incoming=spec.request.messages,
             workspace_root=workspace, dialect=spec.dialect,
             lease_seconds=settings.GAIA_THREAD_LOCK_SECONDS, exclusive=exclusive,
+            title=spec.title,
         )
 
     async def _begin(self, workspace: str | None) -> services.TurnStart:

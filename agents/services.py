@@ -269,7 +269,8 @@ def request_authorize(
 PROVIDER_FIELDS = ("kind", "base_url", "api_key_env", "default_model", "timeout_seconds",
                    "max_concurrency", "options")
 AGENT_FIELDS = ("display_name", "description", "instructions", "upstream_model", "tool",
-                "temperature", "top_p", "max_input_tokens", "max_output_tokens", "enabled")
+                "temperature", "top_p", "max_input_tokens", "max_output_tokens", "enabled",
+                "listed", "context_overflow")
 
 
 @dataclass
@@ -460,6 +461,7 @@ def thread_turn_begin(
     dialect: str,
     lease_seconds: float,
     exclusive: bool = True,
+    title: str | None = None,
 ) -> TurnStart | None:
     """Find or create the thread for this conversation, take its lease and store the new messages.
 
@@ -470,6 +472,8 @@ def thread_turn_begin(
     it; a history that diverges from every stored thread (an edited message) forks a new
     thread. With an explicit ``thread_id``, a request carrying only new messages (no assistant
     turns) continues the stored conversation statefully.
+
+    ``title`` names a new thread (default: its first user text).
 
     Raises :class:`NotFound` for an explicit thread id this key does not own.
     """
@@ -525,7 +529,8 @@ def thread_turn_begin(
                 agent=agent,
                 session_key=parent.session_key if (thread_id and parent) else session_key,
                 api_key=api_key, user=(user or "")[:300], forked_from=parent,
-                title=next((m.text for m in incoming if m.role == "user"), "")[:200],
+                title=(title if title is not None
+                       else next((m.text for m in incoming if m.role == "user"), ""))[:200],
                 history_digest=chain[-1], workspace_root=workspace_root or "",
                 message_count=len(incoming), **lease,
             )

@@ -37,7 +37,12 @@ from agents.runtime import KEEPALIVE, Turn, TurnSpec, as_gaia_error
 from openai_api.dialects import chat, messages, responses
 from openai_api.dialects.common import SSE_DONE, SSE_KEEPALIVE, parse_json, sse_data
 from openai_api.errors import error_response, openai_error_body
-from openai_api.sessions import extract_workspace_root, session_from_headers
+from openai_api.sessions import (
+    extract_workspace_root,
+    session_from_headers,
+    thread_title,
+    user_from_headers,
+)
 
 log = logging.getLogger("gaia.api")
 
@@ -138,6 +143,17 @@ class HealthApi(V1View):
     head = get
 
 
+class RootApi(V1View):
+    """``/``: Claude Code probes ``HEAD /`` on every run; a 200 says the server is there."""
+
+    http_method_names = ["get", "head", "options"]
+
+    async def get(self, request: HttpRequest) -> HttpResponse:
+        return json_response({"name": "gaia", "api": "/v1", "health": "/health"})
+
+    head = get
+
+
 class ModelListApi(V1View):
     http_method_names = ["get", "options"]
 
@@ -171,12 +187,15 @@ class ChatCompletionCreateApi(V1View):
     async def post(self, request: HttpRequest) -> HttpResponse:
         data, key, agent = await parse_and_authorize(self, request)
         req, canonical = chat.parse_request(data)
+        canonical.user = canonical.user or user_from_headers(request.headers)
         thread_id, session_key = session_from_headers(request.headers)
         response_id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
         turn = Turn(TurnSpec(
             agent=agent, api_key=key, request=canonical, dialect="chat",
             response_id=response_id, thread_id=thread_id, session_key=session_key,
-            user=req.user, workspace_root=extract_workspace_root(canonical.messages),
+            user=canonical.user,
+            workspace_root=extract_workspace_root(canonical.messages, canonical.system),
+            title=thread_title(canonical.messages),
         ))
         await turn.open()
         keepalive = settings.GAIA_KEEPALIVE_SECONDS
@@ -308,6 +327,7 @@ class ResponseCreateApi(V1View):
     async def post(self, request: HttpRequest) -> HttpResponse:
         data, key, agent = await parse_and_authorize(self, request)
         req, canonical = responses.parse_request(data)
+        canonical.user = canonical.user or user_from_headers(request.headers)
         thread_id, session_key = session_from_headers(request.headers)
         if req.previous_response_id:
             # Gaia is stateful: the stored thread continues, the input holds only new items.
@@ -321,7 +341,9 @@ class ResponseCreateApi(V1View):
         turn = Turn(TurnSpec(
             agent=agent, api_key=key, request=canonical, dialect="responses",
             response_id=response_id, thread_id=thread_id, session_key=session_key,
-            user=canonical.user, workspace_root=extract_workspace_root(canonical.messages),
+            user=canonical.user,
+            workspace_root=extract_workspace_root(canonical.messages, canonical.system),
+            title=thread_title(canonical.messages),
         ))
         await _open_turn(turn, images_param="input")
         keepalive = settings.GAIA_KEEPALIVE_SECONDS
@@ -385,12 +407,15 @@ class MessageCreateApi(V1View):
     async def post(self, request: HttpRequest) -> HttpResponse:
         data, key, agent = await parse_and_authorize(self, request)
         req, canonical = messages.parse_request(data)
+        canonical.user = canonical.user or user_from_headers(request.headers)
         thread_id, session_key = session_from_headers(request.headers)
         message_id = f"msg_{uuid.uuid4().hex[:24]}"
         turn = Turn(TurnSpec(
             agent=agent, api_key=key, request=canonical, dialect="messages",
             response_id=message_id, thread_id=thread_id, session_key=session_key,
-            user=canonical.user, workspace_root=extract_workspace_root(canonical.messages),
+            user=canonical.user,
+            workspace_root=extract_workspace_root(canonical.messages, canonical.system),
+            title=thread_title(canonical.messages),
         ))
         await _open_turn(turn, images_param="messages")
         keepalive = settings.GAIA_KEEPALIVE_SECONDS
@@ -428,6 +453,7 @@ class MessageCountTokensApi(V1View):
         turn = Turn(TurnSpec(agent=agent, api_key=key, request=canonical, dialect="messages",
                              response_id=""))
         built = turn.build_request(canonical.messages,
-                                    extract_workspace_root(canonical.messages))
+                                    extract_workspace_root(canonical.messages,
+                                                           canonical.system))
         count, _ = backend_for(agent.provider).count_tokens(built)
         return json_response({"input_tokens": count})

@@ -76,6 +76,10 @@ def _arguments(text: str) -> Any:
 
 
 def _blocks(m: Message) -> tuple[str, list[dict[str, Any]]]:
+    if m.role == "system":
+        # Outside the mid-conversation-system beta the API takes system text only up front:
+        # the instruction stays where it was given, as a marked part of the user's turn.
+        return "user", [{"type": "text", "text": f"<system>\n{m.text}\n</system>"}]
     if m.role == "tool":
         block: dict[str, Any] = {"type": "tool_result", "tool_use_id": m.tool_call_id or "",
                                  "content": m.text}

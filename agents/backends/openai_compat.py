@@ -64,6 +64,8 @@ FINISH_REASONS = {
 }
 
 def _message_out(m: Message) -> dict[str, Any]:
+    if m.role == "system":  # Chat Completions takes system messages anywhere
+        return {"role": "system", "content": m.text}
     if m.role == "tool":
         return {"role": "tool", "tool_call_id": m.tool_call_id or "", "content": m.text}
     if m.role == "assistant":
