@@ -220,7 +220,7 @@ def test_cors_can_be_restricted(gaia_server_factory, echo_agent, api_key):
     assert r.headers["access-control-allow-origin"] == "http://ok.example"
 
 
-@pytest.mark.parametrize("path,body", [
+@pytest.mark.parametrize(("path", "body"), [
     ("/chat/completions", {"messages": [user("librechat user")]}),
     ("/responses", {"input": "librechat user"}),
     ("/messages", {"max_tokens": 20, "messages": [user("librechat user")]}),
