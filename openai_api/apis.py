@@ -348,6 +348,7 @@ class ResponseCreateApi(V1View):
         await _open_turn(turn, images_param="input")
         keepalive = settings.GAIA_KEEPALIVE_SECONDS
         echo = responses.echo_fields(req)
+        tools = responses.client_tools(data, canonical.tools)
         if not req.stream:
             first = await turn.first(wait=3600)
             result = await turn.collect(first)
@@ -357,13 +358,15 @@ class ResponseCreateApi(V1View):
                     status=responses.STATUS.get(result.finish_reason, "completed"),
                     output=responses.output_items(
                         response_id=response_id, text=result.text, reasoning=result.reasoning,
-                        tool_calls=result.tool_calls),
+                        tool_calls=result.tool_calls,
+                        tools=tools),
                     usage=turn.usage, echo=echo,
                 ),
                 headers=turn.reply_headers(),
             )
         stream = responses.ResponseEventStream(response_id=response_id, model=agent.slug,
-                                               echo=echo)
+                                               echo=echo,
+                                               tools=tools)
         response, start = sse_response(), stream.start()
         first = await turn.first(wait=keepalive)
         return sse_stream(response, turn, turn_sse(
