@@ -20,8 +20,10 @@ SESSION_HEADERS = (
 _WORKSPACE = re.compile(r"<workspace_info>.*?following folders:\s*\n\s*-\s*([^\s\n]+)", re.DOTALL)
 # Codex CLI: a user message ``<environment_context><cwd>/path</cwd>...``.
 _CODEX_CWD = re.compile(r"<environment_context>.*?<cwd>\s*([^<\n]+?)\s*</cwd>", re.DOTALL)
-# Claude Code: its system prompt's ``<env>`` block says ``Working directory: /path``.
-_CLAUDE_CWD = re.compile(r"^\s*(?:Primary )?[Ww]orking directory:\s*(\S.*?)\s*$", re.MULTILINE)
+# Claude Code: its system prompt says ``- Primary working directory: /path`` (older versions:
+# ``Working directory: /path`` in an ``<env>`` block).
+_CLAUDE_CWD = re.compile(r"^\s*(?:-\s*)?(?:Primary )?[Ww]orking directory:\s*(\S.*?)\s*$",
+                         re.MULTILINE)
 
 # Client scaffolding around what the person wrote: Claude Code's <system-reminder>, Codex's
 # <environment_context> and <user_instructions>, Copilot's <context>/<workspace_info>...

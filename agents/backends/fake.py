@@ -12,6 +12,8 @@ Options (``Provider.options``):
 * ``reasoning``: a text streamed on the reasoning channel before the answer.
 * ``echo: "system"``: answer with the system prompt the backend received (to test prompts).
 * ``usage: false``: report no usage, as some upstreams do (Gaia then estimates).
+* ``tool_result_reply: true``: after a tool result, answer ``Tool said: <its text>`` (so a
+  client's tool round trip shows that the output it sent reached the provider).
 
 Tokens are whitespace-delimited words (each keeps its leading space), so usage counts are
 exact for this backend, not estimates.
@@ -65,6 +67,9 @@ class FakeBackend:
     def _reply(self, request: LLMRequest) -> str:
         if self.options.get("echo") == "system":
             return request.system
+        last = request.messages[-1] if request.messages else None
+        if self.options.get("tool_result_reply") and last is not None and last.role == "tool":
+            return f"Tool said: {last.text.strip()}"
         reply = self.options.get("reply")
         if reply is not None:
             return str(reply)

@@ -187,7 +187,7 @@ def test_thread_title_units():
     assert long.endswith("…")
     assert len(long) <= 81
     assert extract_workspace_root([u(CODEX_ENV)]) == "/home/ada/proj"
-    assert extract_workspace_root([u("hi")], "Primary working directory: /x/y") == "/x/y"
+    assert extract_workspace_root([u("hi")], " - Primary working directory: /x/y\n") == "/x/y"
     assert extract_workspace_root([u("hi")], "no env here") is None
 
 
