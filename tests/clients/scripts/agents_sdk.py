@@ -9,8 +9,9 @@ import json
 import os
 import sys
 
-from agents import Agent, OpenAIChatCompletionsModel, Runner, function_tool
 from openai import AsyncOpenAI
+
+from agents import Agent, OpenAIChatCompletionsModel, Runner, function_tool
 
 CALLS = []
 
