@@ -148,7 +148,7 @@ class MessageInline(admin.TabularInline):
     model = Message
     extra = 0
     can_delete = False
-    fields = ["seq", "role", "content", "tool_calls", "reasoning", "finish_reason",
+    fields = ["seq", "role", "content", "tool_calls", "reasoning", "finish_reason", "note",
               "input_tokens", "output_tokens", "usage_estimated", "latency_ms", "created_at"]
     readonly_fields = fields
 

@@ -225,6 +225,11 @@ class Message(models.Model):
     output_tokens = models.PositiveIntegerField(null=True, blank=True)
     usage_estimated = models.BooleanField(default=False)
     finish_reason = models.CharField(max_length=40, blank=True)
+    note = models.CharField(
+        max_length=500, blank=True,
+        help_text="What Gaia did to serve this turn (e.g. the oldest turns it trimmed to fit "
+        "the model's window).",
+    )
     latency_ms = models.PositiveIntegerField(null=True, blank=True)
     ttft_ms = models.PositiveIntegerField("time to first token (ms)", null=True, blank=True)
     dialect = models.CharField(max_length=20, blank=True)

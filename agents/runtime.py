@@ -108,6 +108,7 @@ class Turn:
         self._begin_task: asyncio.Future[services.TurnStart | None] | None = None
         self._workspace: str | None = None
         self.request: llm.LLMRequest | None = None
+        self.trimmed = 0  # the oldest messages left out to fit the window (context_overflow)
         self._start: services.TurnStart | None = None
         self._events: asyncio.Queue[Any] = asyncio.Queue()  # filled by _pump
         self._pump_task: asyncio.Task[None] | None = None
@@ -165,17 +166,65 @@ class Turn:
             self.request = self.build_request(client.messages, workspace)
             exclusive = bool(spec.session_key)
             self._begin_later = lambda: self._begin_once(workspace, exclusive=exclusive)
-        limit = spec.agent.max_input_tokens
-        if limit:
-            used, _ = backend.count_tokens(self.request)
-            if used > limit:
-                error = ContextTooLong(
-                    f"This conversation has about {used} input tokens; the model "
-                    f"'{spec.agent.slug}' accepts {limit}.", param="messages")
-                await self.close(error=error)
-                raise error
+        try:
+            self._fit_window(backend)
+        except ContextTooLong as error:
+            await self.close(error=error)
+            raise
         if settings.GAIA_SHOW_PROMPTS:
             prompt_log.debug("prompt to %s: %r", spec.agent.provider.name, self.request)
+
+    def _fit_window(self, backend: Any) -> None:
+        """Keep the provider's input within the agent's ``max_input_tokens`` and the model's
+        own window (a backend that knows it has ``input_window()``). Past it, the agent's
+        ``context_overflow`` decides: ``error`` (400 naming the setting) or ``trim_oldest``:
+        the oldest turns are dropped (the system prompt and the latest message are kept) and
+        the reply says so (``X-Gaia-Context-Trimmed``, and a note on the stored reply).
+
+        Raises :class:`ContextTooLong` when the request cannot be served."""
+        assert self.request is not None
+        agent = self.agent
+        limit = agent.max_input_tokens or None
+        window_of = getattr(backend, "input_window", None)
+        window = window_of() if window_of is not None else None
+        if window:
+            room = window - (self.request.max_output_tokens or 0)
+            limit = min(limit, room) if limit else room
+        if not limit:
+            return
+        used, _ = backend.count_tokens(self.request)
+        if used <= limit:
+            return
+        if agent.context_overflow != "trim_oldest":
+            raise ContextTooLong(
+                f"This conversation has about {used} input tokens; the model '{agent.slug}' "
+                f"accepts {limit}. Set the agent's context_overflow to trim_oldest to drop the "
+                "oldest turns, or raise its max_input_tokens (and its model's window).",
+                param="messages")
+        messages = list(self.request.messages)
+        dropped = 0
+        while used > limit:
+            # Whole turns go, from the front: up to the next user message, else up to the
+            # call the latest tool results answer (a result never loses its call).
+            starts = [i for i, m in enumerate(messages) if i and m.role == "user"]
+            calls = [i for i, m in enumerate(messages) if m.role == "assistant"]
+            cut = starts[0] if starts else (calls[-1] if messages[-1].role == "tool" and calls
+                                            else len(messages) - 1)
+            if cut <= 0:
+                break
+            dropped += cut
+            messages = messages[cut:]
+            self.request = self.request.replace(messages=messages)
+            used, _ = backend.count_tokens(self.request)
+        if used > limit:
+            raise ContextTooLong(
+                f"Even with its oldest turns trimmed, this request needs about {used} input "
+                f"tokens (the system prompt, the tools and the latest message); the model "
+                f"'{agent.slug}' accepts {limit}. Raise the agent's max_input_tokens (and its "
+                "model's window), or send a shorter system prompt.", param="messages")
+        self.trimmed = dropped
+        self.result.note = (f"Trimmed the {dropped} oldest messages to fit the model's window "
+                            f"({limit} input tokens; context_overflow=trim_oldest).")
 
     async def _begin_once(self, workspace: str | None, *, exclusive: bool
                           ) -> services.TurnStart | None:
@@ -280,7 +329,10 @@ class Turn:
         return self._start.thread_id
 
     def reply_headers(self) -> dict[str, str]:
-        return {"X-Gaia-Thread-Id": str(self.thread_id)}
+        headers = {"X-Gaia-Thread-Id": str(self.thread_id)}
+        if self.trimmed:
+            headers["X-Gaia-Context-Trimmed"] = str(self.trimmed)
+        return headers
 
     def build_request(self, history: list[llm.Message], workspace: str | None) -> llm.LLMRequest:
         agent, client = self.agent, self.spec.request

@@ -626,6 +626,7 @@ class TurnResult:
     ttft_ms: int | None = None
     error: str = ""
     response_id: str = ""
+    note: str = ""  # what Gaia did to serve the turn, stored on the reply
 
     @property
     def status(self) -> str:
@@ -684,6 +685,7 @@ def thread_turn_finish(
         row.latency_ms = result.latency_ms
         row.ttft_ms = result.ttft_ms
         row.response_id = result.response_id
+        row.note = result.note[:500]
         row.save(force_insert=True)
         _announce_turn_finish(start=start, result=result, row=row, now=now)
 

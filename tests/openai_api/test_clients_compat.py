@@ -239,3 +239,57 @@ def test_librechat_user_header_names_the_threads_user(gaia_server, echo_agent, a
              **{"X-LibreChat-User-Id": "u-42", "anthropic-version": "2023-06-01"})
     assert Thread.objects.get(pk=r.headers["x-gaia-thread-id"]).user == "body-user"
     assert Message.objects.filter(thread__user="body-user").exists()
+
+
+# -- 2. past the window: error naming the setting, or the oldest turns trimmed -------------
+
+LONG_HISTORY = [user("one two three four five six"), {"role": "assistant", "content": "ok"},
+                user("seven eight nine ten eleven twelve"), {"role": "assistant", "content": "ok"},
+                user("latest question")]
+
+
+@pytest.mark.parametrize(("path", "body", "error_key"), [
+    ("/chat/completions", {"messages": LONG_HISTORY}, "error"),
+    ("/responses", {"input": LONG_HISTORY}, "error"),
+    ("/messages", {"max_tokens": 20, "messages": LONG_HISTORY}, "error"),
+])
+def test_overflow_error_names_the_setting(gaia_server, make_agent, api_key, path, body,
+                                          error_key):
+    make_agent(slug="tight", instructions="", max_input_tokens=12, provider__options={})
+    r = post(gaia_server, api_key, path, {"model": "tight", **body},
+             **{"anthropic-version": "2023-06-01"})
+    assert r.status_code == 400, r.text
+    assert "context_overflow" in r.json()[error_key]["message"]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
+def test_overflow_trim_oldest_keeps_system_and_latest(gaia_server, make_agent, api_key,
+                                                      stream):
+    from tests.fakes.openai_upstream import FakeOpenAIUpstream
+
+    with FakeOpenAIUpstream(tokens=3) as up:
+        make_agent(slug="trim", instructions="Be brief.", max_input_tokens=20,
+                   context_overflow="trim_oldest", provider__kind="openai",
+                   provider__base_url=up.base_url, provider__options={})
+        r = post(gaia_server, api_key, "/chat/completions", {
+            "model": "trim", "stream": stream, "messages": LONG_HISTORY})
+        assert r.status_code == 200, r.text
+        sent = up.last.body["messages"]
+    assert r.headers["x-gaia-context-trimmed"] == "4"
+    assert sent[0] == {"role": "system", "content": "Be brief."}
+    assert sent[1:] == [{"role": "user", "content": "latest question"}]
+    thread = Thread.objects.get(pk=r.headers["x-gaia-thread-id"])
+    assert thread.message_count == 6  # the thread keeps the whole conversation
+    reply = thread.messages.get(role="assistant", seq=5)
+    assert "Trimmed the 4 oldest messages" in reply.note
+
+
+def test_overflow_that_trimming_cannot_fix_names_max_input_tokens(gaia_server, make_agent,
+                                                                  api_key):
+    make_agent(slug="tiny", instructions="", max_input_tokens=3,
+               context_overflow="trim_oldest", provider__options={})
+    r = post(gaia_server, api_key, "/chat/completions", {"model": "tiny", "messages": [
+        user("a question far longer than three tokens")]})
+    assert r.status_code == 400
+    assert "max_input_tokens" in r.json()["error"]["message"]
+    assert r.json()["error"]["code"] == "context_length_exceeded"
