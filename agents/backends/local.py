@@ -469,8 +469,9 @@ class LocalBackend:
         if self._path is None:
             self._path = resolve_model_path(self.options)
         model = _models.get(self._path)
-        if model is None:
-            return estimate_request_tokens(request), True
+        if model is None:  # the tools as the prompt tells them, not their whole schemas
+            told = "\n\n".join(x for x in (request.system, tools_prompt(request)) if x)
+            return estimate_request_tokens(request.replace(system=told, tools=[])), True
         return len(model.prompt_tokens(model.prompt(request))), False
 
     def _sampling(self, request: LLMRequest) -> dict[str, Any]:
