@@ -148,6 +148,16 @@ class ToolChoice:
     name: str | None = None
 
 
+# Request fields beyond the common core, under these canonical names in ``LLMRequest.extra``
+# (README, "What reaches the provider"). A backend lists in ``honours`` the answer-changing
+# ones it applies; the turn refuses the others with 400 naming the field (never drops them).
+# Hints (reasoning effort, thinking, parallel calls, service tier, metadata) reach providers
+# that take them and do not change what a provider without them answers.
+ANSWER_FIELDS = ("response_format", "seed", "top_k", "frequency_penalty", "presence_penalty",
+                 "logprobs", "top_logprobs")
+HINT_FIELDS = ("reasoning_effort", "thinking", "parallel_tool_calls", "service_tier", "metadata")
+
+
 @dataclass(slots=True)
 class LLMRequest:
     model: str  # the upstream model name

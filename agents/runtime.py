@@ -153,6 +153,13 @@ class Turn:
                 "another model.",
                 param="messages", code="images_not_supported",
             )
+        honours = getattr(backend, "honours", None)
+        for name in llm.ANSWER_FIELDS:
+            if honours is not None and name in client.extra and name not in honours:
+                raise InvalidRequest(
+                    f"The model '{spec.agent.slug}' (a '{spec.agent.provider.kind}' provider) "
+                    f"cannot honour '{name}'. Remove it, or pick another model.",
+                    param=name, code="unsupported_parameter")
         if client.tools and not backend.accepts_tools:
             raise InvalidRequest(
                 f"The model '{spec.agent.slug}' cannot call client tools.",

@@ -439,6 +439,8 @@ class StopText:
 class LocalBackend:
     accepts_images = False  # SmolLM2 and most small GGUFs are text-only
     accepts_tools = True  # through a grammar (request_grammar)
+    honours = frozenset({"response_format", "seed", "top_k", "frequency_penalty",
+                         "presence_penalty"})
 
     def __init__(self, *, name: str, options: dict[str, Any]) -> None:
         self.name = name

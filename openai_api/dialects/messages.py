@@ -52,6 +52,8 @@ class MessagesRequestIn(_In):
     tool_choice: dict[str, Any] | None = None
     metadata: dict[str, Any] | None = None
     thinking: dict[str, Any] | None = None
+    output_config: dict[str, Any] | None = None
+    service_tier: str | None = None
 
 
 # -- parsing ------------------------------------------------------------------------------------
@@ -239,9 +241,21 @@ def parse_request(data: dict[str, Any], *, require_max_tokens: bool = True
         top_p=req.top_p,
         stop=list(req.stop_sequences or []),
         user=user[:300] if isinstance(user, str) and user else None,  # Thread.user's length
-        extra={"top_k": req.top_k} if req.top_k is not None else {},
+        extra=extra_from(req),
     )
     return req, canonical
+
+
+def extra_from(req: MessagesRequestIn) -> dict[str, Any]:
+    """The request's fields beyond the core: ``top_k``, ``thinking`` (unless disabled), the
+    effort of ``output_config`` (Claude Code sends it) as ``reasoning_effort``, the tier."""
+    effort = (req.output_config or {}).get("effort")
+    thinking = req.thinking if (req.thinking or {}).get("type") not in (None, "disabled") \
+        else None
+    extra: dict[str, Any] = {"top_k": req.top_k, "thinking": thinking,
+                             "reasoning_effort": effort if isinstance(effort, str) else None,
+                             "service_tier": req.service_tier}
+    return {k: v for k, v in extra.items() if v is not None}
 
 
 # -- rendering ----------------------------------------------------------------------------------

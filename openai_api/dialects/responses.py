@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agents import llm
 from agents.exceptions import GaiaError, InvalidRequest
+from openai_api.dialects.chat import response_format_from
 from openai_api.dialects.common import image_from_url, sse_event, validate
 
 
@@ -49,6 +50,9 @@ class ResponseRequestIn(_In):
     stream: bool | None = False
     user: str | None = None
     safety_identifier: str | None = None
+    text: dict[str, Any] | None = None
+    top_logprobs: int | None = Field(default=None, ge=0, le=20)
+    service_tier: str | None = None
 
 
 # -- parsing ------------------------------------------------------------------------------------
@@ -273,6 +277,17 @@ def parse_request(data: dict[str, Any]) -> tuple[ResponseRequestIn, llm.LLMReque
         extra["reasoning_effort"] = req.reasoning.effort
     if req.parallel_tool_calls is not None:
         extra["parallel_tool_calls"] = req.parallel_tool_calls
+    fmt = (req.text or {}).get("format")
+    if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
+        # Flat in the Responses API; Chat Completions' nested shape is the canonical one.
+        fmt = {"type": "json_schema", "json_schema": {
+            k: v for k, v in fmt.items() if k in ("name", "schema", "strict", "description")}}
+    response_format = response_format_from(fmt, "text.format")
+    for name, value in (("response_format", response_format),
+                        ("top_logprobs", req.top_logprobs or None),
+                        ("service_tier", req.service_tier), ("metadata", req.metadata or None)):
+        if value is not None:
+            extra[name] = value
     canonical = llm.LLMRequest(
         model=req.model,
         system="\n\n".join(system),

@@ -293,3 +293,66 @@ def test_overflow_that_trimming_cannot_fix_names_max_input_tokens(gaia_server, m
     assert r.status_code == 400
     assert "max_input_tokens" in r.json()["error"]["message"]
     assert r.json()["error"]["code"] == "context_length_exceeded"
+
+
+# -- 7. what a client sends reaches the provider or is refused ----------------------------
+
+SCHEMA = {"type": "object", "properties": {"a": {"type": "string"}}}
+
+
+@pytest.mark.parametrize(("path", "body"), [
+    ("/chat/completions", {"messages": [user("x")], "seed": 7, "frequency_penalty": 0.5,
+                           "presence_penalty": 0.25, "reasoning_effort": "low",
+                           "service_tier": "flex", "top_p": 0.5,
+                           "response_format": {"type": "json_schema", "json_schema": {
+                               "name": "r", "schema": SCHEMA}}}),
+    ("/responses", {"input": "x", "reasoning": {"effort": "low"}, "service_tier": "flex",
+                    "text": {"format": {"type": "json_schema", "name": "r",
+                                        "schema": SCHEMA}}}),
+    ("/messages", {"max_tokens": 20, "messages": [user("x")], "top_k": 5}),
+])
+def test_extra_fields_reach_an_openai_provider(gaia_server, make_agent, api_key, path, body):
+    from tests.fakes.openai_upstream import FakeOpenAIUpstream
+
+    with FakeOpenAIUpstream(tokens=3) as up:
+        make_agent(slug="fwd", provider__kind="openai", provider__base_url=up.base_url,
+                   provider__options={})
+        r = post(gaia_server, api_key, path, {"model": "fwd", **body},
+                 **{"anthropic-version": "2023-06-01"})
+        assert r.status_code == 200, r.text
+        sent = up.last.body
+    if path == "/messages":
+        assert sent["top_k"] == 5
+        return
+    assert sent["response_format"] == {"type": "json_schema",
+                                       "json_schema": {"name": "r", "schema": SCHEMA}}
+    assert sent["reasoning_effort"] == "low"
+    assert sent["service_tier"] == "flex"
+    if path == "/chat/completions":
+        assert (sent["seed"], sent["frequency_penalty"], sent["presence_penalty"]) == (
+            7, 0.5, 0.25)
+
+
+@pytest.mark.parametrize(("path", "body", "param"), [
+    ("/chat/completions", {"messages": [user("x")], "logprobs": True}, "logprobs"),
+    ("/chat/completions", {"messages": [user("x")], "seed": 3}, "seed"),
+    ("/responses", {"input": "x", "text": {"format": {"type": "json_object"}}},
+     "response_format"),
+])
+def test_fields_a_provider_cannot_honour_are_400(gaia_server, make_agent, api_key, path, body,
+                                                 param):
+    make_agent(slug="claude-up", provider__kind="anthropic",
+               provider__base_url="http://127.0.0.1:9", provider__options={})
+    r = post(gaia_server, api_key, path, {"model": "claude-up", **body})
+    assert r.status_code == 400, r.text
+    error = r.json()["error"]
+    assert error["param"] == param
+    assert error["code"] == "unsupported_parameter"
+    assert param in error["message"]
+
+
+def test_bad_response_format_is_400(gaia_server, echo_agent, api_key):
+    r = post(gaia_server, api_key, "/chat/completions", {
+        "model": "echo", "messages": [user("x")], "response_format": {"type": "xml"}})
+    assert r.status_code == 400
+    assert r.json()["error"]["param"] == "response_format.type"
