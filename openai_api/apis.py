@@ -308,12 +308,17 @@ async def parse_and_authorize(view: V1View, request: HttpRequest
     return data, key, agent
 
 
-async def _open_turn(turn: Turn, *, images_param: str) -> None:
+async def _open_turn(turn: Turn, *, images_param: str,
+                     params: dict[str, str] | None = None) -> None:
+    """``turn.open()``, its errors naming the request's fields as this dialect spells them."""
     try:
         await turn.open()
     except InvalidRequest as exc:
         if exc.code == "images_not_supported":
             exc.param = images_param
+        elif exc.code == "unsupported_parameter" and exc.param in (params or {}):
+            exc.message = exc.message.replace(f"'{exc.param}'", f"'{params[exc.param]}'")
+            exc.param = params[exc.param]
         raise
 
 
@@ -345,7 +350,8 @@ class ResponseCreateApi(V1View):
             workspace_root=extract_workspace_root(canonical.messages, canonical.system),
             title=thread_title(canonical.messages),
         ))
-        await _open_turn(turn, images_param="input")
+        await _open_turn(turn, images_param="input",
+                         params={"response_format": "text.format"})
         keepalive = settings.GAIA_KEEPALIVE_SECONDS
         echo = responses.echo_fields(req)
         tools = responses.client_tools(data, canonical.tools)

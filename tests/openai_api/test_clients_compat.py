@@ -337,7 +337,7 @@ def test_extra_fields_reach_an_openai_provider(gaia_server, make_agent, api_key,
     ("/chat/completions", {"messages": [user("x")], "logprobs": True}, "logprobs"),
     ("/chat/completions", {"messages": [user("x")], "seed": 3}, "seed"),
     ("/responses", {"input": "x", "text": {"format": {"type": "json_object"}}},
-     "response_format"),
+     "text.format"),
 ])
 def test_fields_a_provider_cannot_honour_are_400(gaia_server, make_agent, api_key, path, body,
                                                  param):
