@@ -7,11 +7,12 @@ from drf_spectacular.views import (
 )
 
 from agents.apis import ApiNotFoundApi
-from openai_api.apis import HealthApi, NotFoundApi
+from openai_api.apis import HealthApi, NotFoundApi, RootApi
 
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("health", HealthApi.as_view(), name="health"),
+    path("", RootApi.as_view(), name="root"),
     path("v1/", include("openai_api.urls")),
     path("v1", NotFoundApi.as_view()),  # the API's own 404 envelope, not Django's HTML page
     path("api/v1/benchmarks/", include("benchmarks.urls")),
