@@ -114,18 +114,19 @@ class AgentFallbackInline(admin.TabularInline):
 class AgentAdmin(admin.ModelAdmin):
     inlines = [AgentFallbackInline]
     filter_horizontal = ["knowledge_bases"]
-    list_display = ["slug", "display_name", "provider", "model_name", "tool", "enabled",
+    list_display = ["slug", "display_name", "provider", "model_name", "tool", "enabled", "listed",
                     "paused", "updated_at"]
-    list_filter = ["enabled", "paused", "provider", "provider__kind", "tool"]
+    list_filter = ["enabled", "listed", "paused", "provider", "provider__kind", "tool"]
     search_fields = ["slug", "display_name", "description", "instructions"]
     actions = [enable_agents, disable_agents]
     readonly_fields = ["models_preview", "created_at", "updated_at"]
     fieldsets = [
-        (None, {"fields": ["slug", "display_name", "description", "enabled", "paused"]}),
+        (None, {"fields": ["slug", "display_name", "description", "enabled", "listed",
+                           "paused"]}),
         ("Behaviour", {"fields": ["instructions", "provider", "upstream_model", "tool",
                                   "knowledge_bases"]}),
         ("Generation", {"fields": ["temperature", "top_p", "max_input_tokens",
-                                   "max_output_tokens"]}),
+                                   "max_output_tokens", "context_overflow"]}),
         ("As clients see it", {"fields": ["models_preview", "created_at", "updated_at"]}),
     ]
 

@@ -39,6 +39,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 
 from agents import runtime, selectors, services
 from agents.authentication import (
+    BenchmarksKeyAuthentication,
     OperatorKeyAuthentication,
     StaffSessionAuthentication,
     note,
@@ -519,6 +520,16 @@ class ApiNotFoundApi(APIView):
                                   code="unknown_route")
 
     post = put = patch = delete = head = options = trace = get
+
+
+class BenchmarksKeyScheme(OpenApiAuthenticationExtension):
+    target_class = BenchmarksKeyAuthentication
+    name = "benchmarksKey"
+
+    def get_security_definition(self, auto_schema: Any) -> dict[str, Any]:
+        return {"type": "http", "scheme": "bearer",
+                "description": "An API key with the 'benchmarks' scope (also accepted as "
+                               "X-API-Key)."}
 
 
 class OperatorKeyScheme(OpenApiAuthenticationExtension):

@@ -21,7 +21,9 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-Role = Literal["user", "assistant", "tool"]
+# ``system`` in ``messages``: an instruction given at that point of the conversation (Anthropic's
+# mid-conversation system messages); the request's own ``system`` stays the opening prompt.
+Role = Literal["user", "assistant", "tool", "system"]
 FinishReason = Literal["stop", "length", "tool_calls", "content_filter", "cancelled", "error"]
 
 
@@ -97,9 +99,44 @@ def canonical_json(text: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Tool:
+    """A tool the client offers. A ``custom`` (free-form) tool of the Responses API has the
+    canonical form of a function taking one string, ``input`` (:func:`custom_tool`): every
+    provider can call it, and the dialect renders its calls as custom calls again."""
+
     name: str
     description: str = ""
     parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
+    custom: bool = False
+
+
+CUSTOM_INPUT = "input"
+
+
+def custom_tool(name: str, description: str, format_note: str = "") -> Tool:
+    text = "The tool's whole input, as free-form text."
+    if format_note:
+        text += " " + format_note
+    return Tool(name, description, {
+        "type": "object", "properties": {CUSTOM_INPUT: {"type": "string", "description": text}},
+        "required": [CUSTOM_INPUT], "additionalProperties": False,
+    }, custom=True)
+
+
+def custom_arguments(text: str) -> str:
+    """A custom tool's free-form input as canonical call arguments."""
+    return json.dumps({CUSTOM_INPUT: text}, ensure_ascii=False)
+
+
+def custom_input(arguments: str) -> str:
+    """A custom tool call's free-form input from canonical arguments (non-JSON text, from a
+    provider that ignored the schema, is taken as the input itself)."""
+    try:
+        value = json.loads(arguments) if arguments else {}
+    except ValueError:
+        return arguments
+    if isinstance(value, dict) and isinstance(value.get(CUSTOM_INPUT), str):
+        return value[CUSTOM_INPUT]
+    return arguments
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +146,16 @@ class ToolChoice:
 
     mode: Literal["auto", "none", "required", "tool"] = "auto"
     name: str | None = None
+
+
+# Request fields beyond the common core, under these canonical names in ``LLMRequest.extra``
+# (README, "What reaches the provider"). A backend lists in ``honours`` the answer-changing
+# ones it applies; the turn refuses the others with 400 naming the field (never drops them).
+# Hints (reasoning effort, thinking, parallel calls, service tier, metadata) reach providers
+# that take them and do not change what a provider without them answers.
+ANSWER_FIELDS = ("response_format", "seed", "top_k", "frequency_penalty", "presence_penalty",
+                 "logprobs", "top_logprobs")
+HINT_FIELDS = ("reasoning_effort", "thinking", "parallel_tool_calls", "service_tier", "metadata")
 
 
 @dataclass(slots=True)

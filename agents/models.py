@@ -121,7 +121,19 @@ class Agent(models.Model):
     top_p = models.FloatField(null=True, blank=True)
     max_input_tokens = models.PositiveIntegerField(default=8192)
     max_output_tokens = models.PositiveIntegerField(default=1024)
+    context_overflow = models.CharField(
+        max_length=20, choices=[("error", "error"), ("trim_oldest", "trim oldest turns")],
+        default="error",
+        help_text="Past max_input_tokens (or the model's window): answer 400, or drop the "
+        "oldest turns (the system prompt and the latest message are kept; the reply says so "
+        "in X-Gaia-Context-Trimmed and the thread keeps a note).",
+    )
     enabled = models.BooleanField(default=True)
+    listed = models.BooleanField(
+        default=True,
+        help_text="Shown by /v1/models (chat frontends' model pickers). An unlisted agent still "
+        "answers when a key that may use it names it.",
+    )
     paused = models.BooleanField(
         default=False,
         help_text="A paused agent answers new requests with 503 until an operator resumes it; "
@@ -265,6 +277,7 @@ class Message(models.Model):
         USER = "user"
         ASSISTANT = "assistant"
         TOOL = "tool"
+        SYSTEM = "system"  # an instruction given mid-conversation
 
     thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="messages")
     seq = models.PositiveIntegerField()
@@ -279,6 +292,11 @@ class Message(models.Model):
     usage_estimated = models.BooleanField(default=False)
     finish_reason = models.CharField(max_length=40, blank=True)
     error = models.TextField(blank=True, help_text="Why this reply failed, if it did.")
+    note = models.CharField(
+        max_length=500, blank=True,
+        help_text="What Gaia did to serve this turn (e.g. the oldest turns it trimmed to fit "
+        "the model's window).",
+    )
     latency_ms = models.PositiveIntegerField(null=True, blank=True)
     ttft_ms = models.PositiveIntegerField("time to first token (ms)", null=True, blank=True)
     dialect = models.CharField(max_length=20, blank=True)

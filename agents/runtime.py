@@ -169,6 +169,7 @@ class TurnSpec:
     user: str | None = None
     thread_history: list[llm.Message] | None = None  # set when continuing a stored thread
     workspace_root: str | None = None  # a coding client's workspace (openai_api.sessions)
+    title: str | None = None  # a new thread's title (default: its first user text)
     # Store the turn before the provider is asked (operator inject: the caller needs the
     # message id at once), waiting at most ``lease_wait`` seconds for a busy thread.
     store_first: bool = False
@@ -195,6 +196,7 @@ class Turn:
         self._workspace: str | None = None
         self.request: llm.LLMRequest | None = None
         self.input_tokens: int | None = None  # counted by open() when the agent has a limit
+        self.trimmed = 0  # the oldest messages left out to fit the window (context_overflow)
         self._start: services.TurnStart | None = None
         self._events: asyncio.Queue[Any] = asyncio.Queue()  # filled by _pump
         self._pump_task: asyncio.Task[None] | None = None
@@ -242,6 +244,13 @@ class Turn:
                 "another model.",
                 param="messages", code="images_not_supported",
             )
+        honours = getattr(backend, "honours", None)
+        for name in llm.ANSWER_FIELDS:
+            if honours is not None and name in client.extra and name not in honours:
+                raise InvalidRequest(
+                    f"The model '{spec.agent.slug}' (a '{spec.agent.provider.kind}' provider) "
+                    f"cannot honour '{name}'. Remove it, or pick another model.",
+                    param=name, code="unsupported_parameter")
         if client.tools and not backend.accepts_tools:
             raise InvalidRequest(
                 f"The model '{spec.agent.slug}' cannot call client tools.",
@@ -257,25 +266,12 @@ class Turn:
             self._begin_later = lambda: self._begin_once(workspace, exclusive=exclusive)
         if getattr(spec.agent, "knowledge_base_ids", None):
             await self._add_knowledge()
-        limit = spec.agent.max_input_tokens
-        if limit:
-            rough = llm.estimate_request_tokens(self.request)  # about a token per 4 characters
-            if rough > limit * MAX_CHARS_PER_TOKEN // 4:
-                # More characters than even the longest tokens could fit in the limit:
-                # refused without counting (counting 18 MB would take seconds).
-                error = ContextTooLong(
-                    f"This conversation has at least {rough * 4 // MAX_CHARS_PER_TOKEN} input "
-                    f"tokens; the model '{spec.agent.slug}' accepts {limit}.", param="messages")
-                self._begin_later = None  # nothing of it is stored (unless it holds a lease)
-                await self.close(error=error)
-                raise error
-            used = self.input_tokens = await count_tokens(backend, self.request, rough=rough)
-            if used > limit:
-                error = ContextTooLong(
-                    f"This conversation has about {used} input tokens; the model "
-                    f"'{spec.agent.slug}' accepts {limit}.", param="messages")
-                await self.close(error=error)
-                raise error
+        try:
+            await self._fit_window(backend)
+        except ContextTooLong as error:
+            self._begin_later = None  # nothing of it is stored (unless it holds a lease)
+            await self.close(error=error)
+            raise
         if settings.GAIA_SHOW_PROMPTS:
             prompt_log.debug("prompt to %s: %r", spec.agent.provider.name, self.request)
 
@@ -302,6 +298,72 @@ class Turn:
             "knowledge_used", agent=self.agent.slug, thread_id=self._registered,
             response_id=self.spec.response_id, passages=self._passages))
 
+    async def _fit_window(self, backend: Any) -> None:
+        """Keep the provider's input within the agent's ``max_input_tokens`` and the model's
+        own window (a backend that knows it has ``input_window()``). Past it, the agent's
+        ``context_overflow`` decides: ``error`` (400 naming the setting) or ``trim_oldest``:
+        the oldest turns are dropped (the system prompt and the latest message are kept) and
+        the reply says so (``X-Gaia-Context-Trimmed``, and a note on the stored reply).
+
+        Input with more characters than even the longest tokens could fit is refused without
+        counting (counting 18 MB takes seconds); large counts run off the event loop.
+        Raises :class:`ContextTooLong` when the request cannot be served."""
+        assert self.request is not None
+        agent = self.agent
+        limit = agent.max_input_tokens or None
+        window_of = getattr(backend, "input_window", None)
+        window = window_of() if window_of is not None else None
+        if window:
+            room = window - (self.request.max_output_tokens or 0)
+            limit = min(limit, room) if limit else room
+        if not limit:
+            return
+        trim = agent.context_overflow == "trim_oldest"
+        bound = limit * MAX_CHARS_PER_TOKEN // 4  # no text this rough could fit in the limit
+        rough = llm.estimate_request_tokens(self.request)  # about a token per 4 characters
+        while trim and rough > bound and self._trim_oldest_turn():
+            rough = llm.estimate_request_tokens(self.request)
+        if rough > bound:
+            # Refused without counting: counting 18 MB would take seconds.
+            raise ContextTooLong(
+                f"This conversation has at least {rough * 4 // MAX_CHARS_PER_TOKEN} input "
+                f"tokens; the model '{agent.slug}' accepts {limit}.", param="messages")
+        used = self.input_tokens = await count_tokens(backend, self.request, rough=rough)
+        if used > limit and not trim:
+            raise ContextTooLong(
+                f"This conversation has about {used} input tokens; the model '{agent.slug}' "
+                f"accepts {limit}. Set the agent's context_overflow to trim_oldest to drop the "
+                "oldest turns, or raise its max_input_tokens (and its model's window).",
+                param="messages")
+        while used > limit and self._trim_oldest_turn():
+            used = self.input_tokens = await count_tokens(backend, self.request)
+        if used > limit:
+            raise ContextTooLong(
+                f"Even with its oldest turns trimmed, this request needs about {used} input "
+                f"tokens (the system prompt, the tools and the latest message); the model "
+                f"'{agent.slug}' accepts {limit}. Raise the agent's max_input_tokens (and its "
+                "model's window), or send a shorter system prompt.", param="messages")
+        if self.trimmed:
+            self.result.note = (
+                f"Trimmed the {self.trimmed} oldest messages to fit the model's window "
+                f"({limit} input tokens; context_overflow=trim_oldest).")
+
+    def _trim_oldest_turn(self) -> bool:
+        """Drop the oldest whole turn of the request: up to the next user message, else up to
+        the call the latest tool results answer (a result never loses its call). ``False``
+        when only the latest message is left."""
+        assert self.request is not None
+        messages = self.request.messages
+        starts = [i for i, m in enumerate(messages) if i and m.role == "user"]
+        calls = [i for i, m in enumerate(messages) if m.role == "assistant"]
+        cut = starts[0] if starts else (calls[-1] if messages and messages[-1].role == "tool"
+                                        and calls else len(messages) - 1)
+        if cut <= 0:
+            return False
+        self.trimmed += cut
+        self.request = self.request.replace(messages=list(messages[cut:]))
+        return True
+
     async def _begin_once(self, workspace: str | None, *, exclusive: bool
                           ) -> services.TurnStart | None:
         """Store the turn under its thread's lease; ``None`` if another turn holds it (only
@@ -316,6 +378,7 @@ class Turn:
             thread_id=spec.thread_id, user=spec.user, incoming=spec.request.messages,
             workspace_root=workspace, dialect=spec.dialect,
             lease_seconds=settings.GAIA_THREAD_LOCK_SECONDS, exclusive=exclusive,
+            title=spec.title,
         )
 
     async def _begin(self, workspace: str | None) -> services.TurnStart:
@@ -442,6 +505,8 @@ class Turn:
             headers["X-Gaia-Provider"] = self.result.provider
         if self._passages:
             headers["X-Gaia-Passages"] = ",".join(str(p["chunk_id"]) for p in self._passages)
+        if self.trimmed:
+            headers["X-Gaia-Context-Trimmed"] = str(self.trimmed)
         return headers
 
     def build_request(self, history: list[llm.Message], workspace: str | None) -> llm.LLMRequest:

@@ -126,8 +126,10 @@ def agent_provider_chain_load(agent: Agent) -> list[Any]:
 
 
 def model_list(*, api_key: ApiKey | None) -> list[Agent]:
-    """Enabled agents this key may use, read fresh on every call (admin edits show at once)."""
-    agents = Agent.objects.filter(enabled=True).select_related("provider").order_by("slug")
+    """Enabled, listed agents this key may use, read fresh on every call (admin edits show
+    at once). Unlisted agents are left out here only: they answer when named."""
+    agents = (Agent.objects.filter(enabled=True, listed=True).select_related("provider")
+              .order_by("slug"))
     if api_key is not None:
         allowed = list(api_key.agents.values_list("pk", flat=True))
         if allowed:

@@ -298,7 +298,8 @@ def request_authorize(
 PROVIDER_FIELDS = ("kind", "base_url", "api_key_env", "default_model", "timeout_seconds",
                    "max_concurrency", "options")
 AGENT_FIELDS = ("display_name", "description", "instructions", "upstream_model", "tool",
-                "temperature", "top_p", "max_input_tokens", "max_output_tokens", "enabled")
+                "temperature", "top_p", "max_input_tokens", "max_output_tokens", "enabled",
+                "listed", "context_overflow")
 
 
 @dataclass
@@ -734,6 +735,7 @@ def thread_turn_begin(
     dialect: str,
     lease_seconds: float,
     exclusive: bool = True,
+    title: str | None = None,
 ) -> TurnStart | None:
     """Find or create the thread for this conversation, take its lease and store the new messages.
 
@@ -744,6 +746,8 @@ def thread_turn_begin(
     it; a history that diverges from every stored thread (an edited message) forks a new
     thread. With an explicit ``thread_id``, a request carrying only new messages (no assistant
     turns) continues the stored conversation statefully.
+
+    ``title`` names a new thread (default: its first user text).
 
     Raises :class:`NotFound` for an explicit thread id this key does not own.
     """
@@ -800,7 +804,8 @@ def thread_turn_begin(
                 agent=agent,
                 session_key=parent.session_key if (thread_id and parent) else session_key,
                 api_key=api_key, user=(user or "")[:300], forked_from=parent,
-                title=next((m.text for m in incoming if m.role == "user"), "")[:200],
+                title=(title if title is not None
+                       else next((m.text for m in incoming if m.role == "user"), ""))[:200],
                 history_digest=chain[-1], workspace_root=workspace_root or "",
                 message_count=len(incoming), **lease,
             )
@@ -961,6 +966,7 @@ class TurnResult:
     route: dict[str, Any] | None = None  # how a virtual model reached the agent (the thread's)
     sender: str = ""  # who answered, when not the thread's agent (a team member)
     passages: list[dict[str, Any]] | None = None  # knowledge-base passages the model got
+    note: str = ""  # what Gaia did to serve the turn, stored on the reply
 
     @property
     def status(self) -> str:
@@ -1025,6 +1031,7 @@ def thread_turn_finish(
         row.provider = result.provider
         row.sender = result.sender
         row.passages = result.passages
+        row.note = result.note[:500]
         row.save(force_insert=True)
         _announce_turn_finish(start=start, result=result, row=row, now=now,
                               message_count=update["message_count"])

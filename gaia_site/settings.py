@@ -184,9 +184,12 @@ STORAGES = {
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
 }
 
+# Any origin may call /v1 without credentials unless origins are listed: keys are bearer
+# headers, not cookies, and browser chat UIs call /v1 directly.
 CORS_ALLOWED_ORIGINS = env.list("CORS_ALLOWED_ORIGINS", default=[])
+CORS_ALLOW_ALL_ORIGINS = not CORS_ALLOWED_ORIGINS
 CORS_ALLOW_CREDENTIALS = env.bool("CORS_ALLOW_CREDENTIALS", default=False)
-CORS_URLS_REGEX = r"^/(v1/|health).*$"
+CORS_URLS_REGEX = r"^/(v1/|health|$).*$"
 CORS_ALLOW_HEADERS = [
     "accept",
     "authorization",
@@ -197,6 +200,7 @@ CORS_ALLOW_HEADERS = [
     "x-gaia-thread-id",
     "x-openwebui-chat-id",
     "x-librechat-conversation-id",
+    "x-librechat-user-id",
     "x-claude-code-session-id",
     "session-id",
     "anthropic-version",
@@ -211,7 +215,7 @@ CORS_ALLOW_HEADERS = [
     "x-stainless-runtime-version",
     "x-stainless-timeout",
 ]
-CORS_EXPOSE_HEADERS = ["x-gaia-thread-id", "retry-after"]
+CORS_EXPOSE_HEADERS = ["x-gaia-thread-id", "x-gaia-context-trimmed", "retry-after"]
 
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",

@@ -1,4 +1,6 @@
+from asgiref.sync import sync_to_async
 from django.contrib import admin
+from django.http import HttpRequest, HttpResponse
 from django.urls import include, path, re_path
 from drf_spectacular.views import (
     SpectacularAPIView,
@@ -6,12 +8,26 @@ from drf_spectacular.views import (
     SpectacularSwaggerView,
 )
 
+from agents import views as pages
 from agents.apis import ApiNotFoundApi
-from openai_api.apis import HealthApi, NotFoundApi
+from openai_api.apis import HealthApi, NotFoundApi, RootApi
+
+_root_api = RootApi.as_view()
+_dashboard = sync_to_async(pages.dashboard)
+
+
+async def root(request: HttpRequest) -> HttpResponse:
+    """``/``: the operator dashboard for a browser (a GET that asks for HTML); clients' probes
+    (``HEAD``, ``OPTIONS``, a GET for JSON) get the API's answer (``RootApi``)."""
+    if request.method == "GET" and "text/html" in request.headers.get("accept", ""):
+        return await _dashboard(request)
+    return await _root_api(request)
+
 
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("health", HealthApi.as_view(), name="health"),
+    path("", root, name="root"),
     path("v1/", include("openai_api.urls")),
     path("v1", NotFoundApi.as_view()),  # the API's own 404 envelope, not Django's HTML page
     path("api/v1/benchmarks/", include("benchmarks.urls")),

@@ -39,7 +39,12 @@ from agents.runtime import KEEPALIVE, Turn, TurnSpec, as_gaia_error, count_token
 from openai_api.dialects import chat, messages, responses
 from openai_api.dialects.common import SSE_DONE, SSE_KEEPALIVE, parse_json, sse_data
 from openai_api.errors import error_response, openai_error_body
-from openai_api.sessions import extract_workspace_root, session_from_headers
+from openai_api.sessions import (
+    extract_workspace_root,
+    session_from_headers,
+    thread_title,
+    user_from_headers,
+)
 
 log = logging.getLogger("gaia.api")
 
@@ -139,6 +144,17 @@ class HealthApi(V1View):
     head = get
 
 
+class RootApi(V1View):
+    """``/``: Claude Code probes ``HEAD /`` on every run; a 200 says the server is there."""
+
+    http_method_names = ["get", "head", "options"]
+
+    async def get(self, request: HttpRequest) -> HttpResponse:
+        return json_response({"name": "gaia", "api": "/v1", "health": "/health"})
+
+    head = get
+
+
 class ModelListApi(V1View):
     http_method_names = ["get", "options"]
 
@@ -176,6 +192,7 @@ class ChatCompletionCreateApi(V1View):
     async def post(self, request: HttpRequest) -> HttpResponse:
         data, key, agent = await parse_and_authorize(self, request)
         req, canonical = chat.parse_request(data)
+        canonical.user = canonical.user or user_from_headers(request.headers)
         thread_id, session_key = session_from_headers(request.headers)
         response_id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
         agent, route, team = await resolve_agent(
@@ -184,8 +201,9 @@ class ChatCompletionCreateApi(V1View):
         turn = turn_create(TurnSpec(
             agent=agent, api_key=key, request=canonical, dialect="chat",
             response_id=response_id, thread_id=thread_id, session_key=session_key,
-            user=req.user, workspace_root=extract_workspace_root(canonical.messages),
-            route=route,
+            user=canonical.user,
+            workspace_root=extract_workspace_root(canonical.messages, canonical.system),
+            title=thread_title(canonical.messages), route=route,
         ), team)
         request.gaia_turn = turn  # for the request's log line (ApiEdgeMiddleware)
         await turn.open()
@@ -323,12 +341,17 @@ def turn_create(spec: TurnSpec, team: teams.LoadedTeam | None) -> Any:
     return teams.TeamTurn(spec, team) if team is not None else Turn(spec)
 
 
-async def _open_turn(turn: Turn, *, images_param: str) -> None:
+async def _open_turn(turn: Turn, *, images_param: str,
+                     params: dict[str, str] | None = None) -> None:
+    """``turn.open()``, its errors naming the request's fields as this dialect spells them."""
     try:
         await turn.open()
     except InvalidRequest as exc:
         if exc.code == "images_not_supported":
             exc.param = images_param
+        elif exc.code == "unsupported_parameter" and exc.param in (params or {}):
+            exc.message = exc.message.replace(f"'{exc.param}'", f"'{params[exc.param]}'")
+            exc.param = params[exc.param]
         raise
 
 
@@ -342,6 +365,7 @@ class ResponseCreateApi(V1View):
     async def post(self, request: HttpRequest) -> HttpResponse:
         data, key, agent = await parse_and_authorize(self, request)
         req, canonical = responses.parse_request(data)
+        canonical.user = canonical.user or user_from_headers(request.headers)
         thread_id, session_key = session_from_headers(request.headers)
         if req.previous_response_id:
             # Gaia is stateful: the stored thread continues, the input holds only new items.
@@ -358,13 +382,16 @@ class ResponseCreateApi(V1View):
         turn = turn_create(TurnSpec(
             agent=agent, api_key=key, request=canonical, dialect="responses",
             response_id=response_id, thread_id=thread_id, session_key=session_key,
-            user=canonical.user, workspace_root=extract_workspace_root(canonical.messages),
-            route=route,
+            user=canonical.user,
+            workspace_root=extract_workspace_root(canonical.messages, canonical.system),
+            title=thread_title(canonical.messages), route=route,
         ), team)
         request.gaia_turn = turn  # for the request's log line (ApiEdgeMiddleware)
-        await _open_turn(turn, images_param="input")
+        await _open_turn(turn, images_param="input",
+                         params={"response_format": "text.format"})
         keepalive = settings.GAIA_KEEPALIVE_SECONDS
         echo = responses.echo_fields(req)
+        tools = responses.client_tools(data, canonical.tools)
         if not req.stream:
             first = await turn.first(wait=3600)
             result = await turn.collect(first)
@@ -374,13 +401,15 @@ class ResponseCreateApi(V1View):
                     status=responses.STATUS.get(result.finish_reason, "completed"),
                     output=responses.output_items(
                         response_id=response_id, text=result.text, reasoning=result.reasoning,
-                        tool_calls=result.tool_calls),
+                        tool_calls=result.tool_calls,
+                        tools=tools),
                     usage=turn.usage, echo=echo,
                 ),
                 headers=turn.reply_headers(),
             )
         stream = responses.ResponseEventStream(response_id=response_id, model=turn.model,
-                                               echo=echo)
+                                               echo=echo,
+                                               tools=tools)
         response, start = sse_response(), stream.start()
         first = await turn.first(wait=keepalive)
         return sse_stream(response, turn, turn_sse(
@@ -425,6 +454,7 @@ class MessageCreateApi(V1View):
     async def post(self, request: HttpRequest) -> HttpResponse:
         data, key, agent = await parse_and_authorize(self, request)
         req, canonical = messages.parse_request(data)
+        canonical.user = canonical.user or user_from_headers(request.headers)
         thread_id, session_key = session_from_headers(request.headers)
         message_id = f"msg_{uuid.uuid4().hex[:24]}"
         agent, route, team = await resolve_agent(
@@ -433,8 +463,9 @@ class MessageCreateApi(V1View):
         turn = turn_create(TurnSpec(
             agent=agent, api_key=key, request=canonical, dialect="messages",
             response_id=message_id, thread_id=thread_id, session_key=session_key,
-            user=canonical.user, workspace_root=extract_workspace_root(canonical.messages),
-            route=route,
+            user=canonical.user,
+            workspace_root=extract_workspace_root(canonical.messages, canonical.system),
+            title=thread_title(canonical.messages), route=route,
         ), team)
         request.gaia_turn = turn  # for the request's log line (ApiEdgeMiddleware)
         await _open_turn(turn, images_param="messages")
@@ -477,6 +508,7 @@ class MessageCountTokensApi(V1View):
         turn = Turn(TurnSpec(agent=agent, api_key=key, request=canonical, dialect="messages",
                              response_id=""))
         built = turn.build_request(canonical.messages,
-                                    extract_workspace_root(canonical.messages))
+                                    extract_workspace_root(canonical.messages,
+                                                           canonical.system))
         count = await count_tokens(backend_for(agent.provider), built)
         return json_response({"input_tokens": count})

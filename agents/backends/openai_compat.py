@@ -65,6 +65,8 @@ FINISH_REASONS = {
 }
 
 def _message_out(m: Message) -> dict[str, Any]:
+    if m.role == "system":  # Chat Completions takes system messages anywhere
+        return {"role": "system", "content": m.text}
     if m.role == "tool":
         return {"role": "tool", "tool_call_id": m.tool_call_id or "", "content": m.text}
     if m.role == "assistant":
@@ -104,6 +106,10 @@ def tool_choice_out(request: LLMRequest) -> Any:
 
 class OpenAIBackend:
     accepts_tools = True
+    # Sent as Chat Completions fields (top_k too: vLLM, llama.cpp and Ollama take it; a server
+    # that does not answers with its own error). Log probabilities are not rendered back.
+    honours = frozenset({"response_format", "seed", "top_k", "frequency_penalty",
+                         "presence_penalty"})
 
     def __init__(
         self,
@@ -191,6 +197,13 @@ class OpenAIBackend:
             params["stop"] = request.stop[:4]
         if request.user:
             params["user"] = request.user
+        extra = request.extra
+        for name in ("response_format", "seed", "top_k", "frequency_penalty", "presence_penalty",
+                     "reasoning_effort", "service_tier"):
+            if extra.get(name) is not None:
+                params[name] = extra[name]
+        if request.tools and extra.get("parallel_tool_calls") is not None:
+            params["parallel_tool_calls"] = extra["parallel_tool_calls"]
         return {**params, **(self.options.get("extra_body") or {})}
 
     async def _refusal(self, response: aiohttp.ClientResponse) -> BackendError:

@@ -78,6 +78,50 @@ class ChatRequestIn(_In):
     tool_choice: str | dict[str, Any] | None = None
     user: str | None = None
     n: int | None = Field(default=None, ge=1, le=1)
+    response_format: dict[str, Any] | None = None
+    reasoning_effort: str | None = None
+    seed: int | None = None
+    frequency_penalty: float | None = Field(default=None, ge=-2, le=2)
+    presence_penalty: float | None = Field(default=None, ge=-2, le=2)
+    logprobs: bool | None = None
+    top_logprobs: int | None = Field(default=None, ge=0, le=20)
+    parallel_tool_calls: bool | None = None
+    service_tier: str | None = None
+    metadata: dict[str, Any] | None = None
+
+
+def response_format_from(value: Any, param: str) -> dict[str, Any] | None:
+    """The canonical ``response_format`` (Chat Completions' shape), ``None`` for plain text."""
+    if value is None:
+        return None
+    kind = value.get("type") if isinstance(value, dict) else None
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        return {"type": "json_object"}
+    if kind == "json_schema":
+        spec = value.get("json_schema")
+        if not isinstance(spec, dict) or not isinstance(spec.get("schema", {}), dict):
+            raise InvalidRequest("json_schema needs a 'schema' object.",
+                                 param=f"{param}.json_schema")
+        return {"type": "json_schema", "json_schema": spec}
+    raise InvalidRequest("response_format type must be text, json_object or json_schema.",
+                         param=f"{param}.type")
+
+
+def extra_from(req: ChatRequestIn) -> dict[str, Any]:
+    """The request's fields beyond the core (``agents.llm.ANSWER_FIELDS`` and hints)."""
+    extra: dict[str, Any] = {
+        "response_format": response_format_from(req.response_format, "response_format"),
+        "reasoning_effort": req.reasoning_effort, "seed": req.seed,
+        "frequency_penalty": req.frequency_penalty or None,
+        "presence_penalty": req.presence_penalty or None,
+        "logprobs": True if req.logprobs else None,
+        "top_logprobs": req.top_logprobs if req.logprobs else None,
+        "parallel_tool_calls": req.parallel_tool_calls, "service_tier": req.service_tier,
+        "metadata": req.metadata or None,
+    }
+    return {k: v for k, v in extra.items() if v is not None}
 
 
 def _text_and_parts(content: Any, where: str, *, images: bool) -> tuple[llm.Part, ...]:
@@ -187,6 +231,7 @@ def parse_request(data: dict[str, Any]) -> tuple[ChatRequestIn, llm.LLMRequest]:
         top_p=req.top_p,
         stop=stop,
         user=req.user,
+        extra=extra_from(req),
     )
     return req, canonical
 

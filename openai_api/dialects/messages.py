@@ -39,7 +39,9 @@ class _In(BaseModel):
 
 
 class MessageIn(_In):
-    role: Literal["user", "assistant"]
+    # ``system`` mid-conversation: Claude Code 2.x sends it for model ids it does not know
+    # (the ``mid-conversation-system`` beta); kept in order as an instruction at that point.
+    role: Literal["user", "assistant", "system"]
     content: str | list[dict[str, Any]]
 
 
@@ -57,6 +59,8 @@ class MessagesRequestIn(_In):
     tool_choice: dict[str, Any] | None = None
     metadata: dict[str, Any] | None = None
     thinking: dict[str, Any] | None = None
+    output_config: dict[str, Any] | None = None
+    service_tier: str | None = None
 
 
 # -- parsing ------------------------------------------------------------------------------------
@@ -147,6 +151,11 @@ def parse_messages(messages: list[MessageIn]) -> list[llm.Message]:
     out: list[llm.Message] = []
     for i, m in enumerate(messages):
         where = f"messages[{i}]"
+        if m.role == "system":
+            text = _text_of(m.content, f"{where}.content")
+            if text:
+                out.append(llm.Message("system", (llm.TextPart(text),)))
+            continue
         if isinstance(m.content, str):
             out.append(llm.Message(m.role, (llm.TextPart(m.content),) if m.content else ()))
             continue
@@ -226,10 +235,14 @@ def parse_request(data: dict[str, Any], *, require_max_tokens: bool = True
     if require_max_tokens and req.max_tokens is None:
         raise InvalidRequest("max_tokens: Field required", param="max_tokens")
     user = (req.metadata or {}).get("user_id")
+    conversation = parse_messages(req.messages)
+    if not any(m.role in ("user", "tool") for m in conversation):
+        raise InvalidRequest("No user message in request.", param="messages",
+                             code="missing_user_message")
     canonical = llm.LLMRequest(
         model=req.model,
         system=_text_of(req.system, "system") if req.system is not None else "",
-        messages=parse_messages(req.messages),
+        messages=conversation,
         tools=_tools(req.tools),
         tool_choice=tool_choice_from(req.tool_choice),
         max_output_tokens=req.max_tokens,
@@ -237,9 +250,21 @@ def parse_request(data: dict[str, Any], *, require_max_tokens: bool = True
         top_p=req.top_p,
         stop=list(req.stop_sequences or []),
         user=user[:300] if isinstance(user, str) and user else None,  # Thread.user's length
-        extra={"top_k": req.top_k} if req.top_k is not None else {},
+        extra=extra_from(req),
     )
     return req, canonical
+
+
+def extra_from(req: MessagesRequestIn) -> dict[str, Any]:
+    """The request's fields beyond the core: ``top_k``, ``thinking`` (unless disabled), the
+    effort of ``output_config`` (Claude Code sends it) as ``reasoning_effort``, the tier."""
+    effort = (req.output_config or {}).get("effort")
+    thinking = req.thinking if (req.thinking or {}).get("type") not in (None, "disabled") \
+        else None
+    extra: dict[str, Any] = {"top_k": req.top_k, "thinking": thinking,
+                             "reasoning_effort": effort if isinstance(effort, str) else None,
+                             "service_tier": req.service_tier}
+    return {k: v for k, v in extra.items() if v is not None}
 
 
 # -- rendering ----------------------------------------------------------------------------------
@@ -359,5 +384,7 @@ class MessageEventStream:
             "type": "message_delta",
             "delta": {"stop_reason": STOP_REASON.get(finish_reason, "end_turn"),
                       "stop_sequence": None},
-            "usage": {"output_tokens": usage.output_tokens},
+            # The final usage is cumulative, as Anthropic sends it (LangChain's
+            # ChatAnthropic.stream() reads input_tokens here).
+            "usage": usage_out(usage.input_tokens, usage.output_tokens),
         }) + sse_event("message_stop", {"type": "message_stop"})

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from agents import llm
 from agents.exceptions import GaiaError, InvalidRequest
+from openai_api.dialects.chat import response_format_from
 from openai_api.dialects.common import (
     check_message_count,
     check_tool_call_id,
@@ -55,6 +57,9 @@ class ResponseRequestIn(_In):
     stream: bool | None = False
     user: str | None = None
     safety_identifier: str | None = None
+    text: dict[str, Any] | None = None
+    top_logprobs: int | None = Field(default=None, ge=0, le=20)
+    service_tier: str | None = None
 
 
 # -- parsing ------------------------------------------------------------------------------------
@@ -136,16 +141,30 @@ def parse_input(items: str | list[dict[str, Any]]) -> tuple[list[str], list[llm.
             if not isinstance(call_id, str) or not call_id or not isinstance(name, str):
                 raise InvalidRequest("function_call items need 'call_id' and 'name'.",
                                      param=f"{where}.call_id")
-            call = llm.ToolCall(call_id, name, _arguments(item.get("arguments", "")))
+            call = llm.ToolCall(call_id, _namespaced(item, name),
+                                _arguments(item.get("arguments", "")))
             last = messages[-1] if messages else None
             if last is not None and last.role == "assistant":
                 messages[-1] = llm.Message("assistant", last.parts, (*last.tool_calls, call))
             else:
                 messages.append(llm.Message("assistant", (), (call,)))
-        elif kind == "function_call_output":
+        elif kind == "custom_tool_call":
+            call_id = item.get("call_id") or item.get("id")
+            name = item.get("name")
+            if not isinstance(call_id, str) or not call_id or not isinstance(name, str):
+                raise InvalidRequest("custom_tool_call items need 'call_id' and 'name'.",
+                                     param=f"{where}.call_id")
+            call = llm.ToolCall(call_id, _namespaced(item, name),
+                                llm.custom_arguments(str(item.get("input", ""))))
+            last = messages[-1] if messages else None
+            if last is not None and last.role == "assistant":
+                messages[-1] = llm.Message("assistant", last.parts, (*last.tool_calls, call))
+            else:
+                messages.append(llm.Message("assistant", (), (call,)))
+        elif kind in ("function_call_output", "custom_tool_call_output"):
             call_id = item.get("call_id")
             if not isinstance(call_id, str) or not call_id:
-                raise InvalidRequest("function_call_output items need a 'call_id'.",
+                raise InvalidRequest(f"{kind} items need a 'call_id'.",
                                      param=f"{where}.call_id")
             check_tool_call_id(call_id, param=f"{where}.call_id")
             output = item.get("output", "")
@@ -160,12 +179,49 @@ def parse_input(items: str | list[dict[str, Any]]) -> tuple[list[str], list[llm.
     return system, messages
 
 
+NAMESPACE_SEP = "__"
+
+
+def _namespaced(item: dict[str, Any], name: str) -> str:
+    space = item.get("namespace")
+    return f"{space}{NAMESPACE_SEP}{name}" if isinstance(space, str) and space else name
+
+
+def _format_note(fmt: Any) -> str:
+    """A custom tool's input format, told to the model in words (a Lark or regex grammar is
+    the client's contract; providers get it as the input's description)."""
+    if not isinstance(fmt, dict) or fmt.get("type") in (None, "text"):
+        return ""
+    definition = str(fmt.get("definition") or "")
+    return f"It must match this {fmt.get('syntax') or 'grammar'} grammar:\n{definition}"
+
+
 def _tools(tools: list[dict[str, Any]] | None) -> list[llm.Tool]:
-    """Function tools, flat (Responses) or nested (Chat Completions). Hosted tools (web
-    search, file search...) are the provider's business and have no canonical form: skipped."""
+    """Function tools, flat (Responses) or nested (Chat Completions), ``custom`` (free-form)
+    tools, and the function tools of a ``namespace`` (as ``NAMESPACE__NAME``). Hosted tools
+    (web search, file search...) are run by OpenAI's servers, not by the client: no provider
+    here runs them, so they are not offered (README, "What reaches the provider")."""
     out: list[llm.Tool] = []
     for i, tool in enumerate(tools or []):
-        if tool.get("type", "function") != "function":
+        kind = tool.get("type", "function")
+        if kind == "namespace":
+            space = tool.get("name")
+            inner = tool.get("tools")
+            if not isinstance(space, str) or not space or not isinstance(inner, list):
+                raise InvalidRequest("Namespace tools need a 'name' and 'tools'.",
+                                     param=f"tools[{i}]")
+            for tool_ in _tools(inner):
+                out.append(llm.Tool(f"{space}{NAMESPACE_SEP}{tool_.name}", tool_.description,
+                                    tool_.parameters, tool_.custom))
+            continue
+        if kind == "custom":
+            name = tool.get("name")
+            if not isinstance(name, str) or not name:
+                raise InvalidRequest("Custom tools need a 'name'.", param=f"tools[{i}].name")
+            out.append(llm.custom_tool(name, str(tool.get("description") or ""),
+                                       _format_note(tool.get("format"))))
+            continue
+        if kind != "function":
             continue
         spec = tool.get("function") if isinstance(tool.get("function"), dict) else tool
         name = spec.get("name")
@@ -180,6 +236,24 @@ def _tools(tools: list[dict[str, Any]] | None) -> list[llm.Tool]:
     return out
 
 
+@dataclass(frozen=True)
+class ClientTools:
+    """What rendering a call needs to know of the request's tools: which are custom (their
+    calls render as ``custom_tool_call``) and which came from a namespace."""
+
+    custom: frozenset[str] = frozenset()
+    namespaced: frozenset[str] = frozenset()
+
+
+def client_tools(data: dict[str, Any], tools: list[llm.Tool]) -> ClientTools:
+    spaced = {
+        f"{t['name']}{NAMESPACE_SEP}{inner.get('name')}"
+        for t in data.get("tools") or [] if isinstance(t, dict) and t.get("type") == "namespace"
+        for inner in t.get("tools") or [] if isinstance(inner, dict)
+    }
+    return ClientTools(frozenset(t.name for t in tools if t.custom), frozenset(spaced))
+
+
 def tool_choice_from(value: str | dict[str, Any] | None) -> llm.ToolChoice:
     if value is None or value == "auto":
         return llm.ToolChoice("auto")
@@ -187,7 +261,7 @@ def tool_choice_from(value: str | dict[str, Any] | None) -> llm.ToolChoice:
         return llm.ToolChoice(value)  # type: ignore[arg-type]
     if isinstance(value, dict):
         kind = value.get("type")
-        if kind == "function":
+        if kind in ("function", "custom"):
             name = function_name(value)
             if isinstance(name, str) and name:
                 return llm.ToolChoice("tool", name)
@@ -212,6 +286,17 @@ def parse_request(data: dict[str, Any]) -> tuple[ResponseRequestIn, llm.LLMReque
         extra["reasoning_effort"] = req.reasoning.effort
     if req.parallel_tool_calls is not None:
         extra["parallel_tool_calls"] = req.parallel_tool_calls
+    fmt = (req.text or {}).get("format")
+    if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
+        # Flat in the Responses API; Chat Completions' nested shape is the canonical one.
+        fmt = {"type": "json_schema", "json_schema": {
+            k: v for k, v in fmt.items() if k in ("name", "schema", "strict", "description")}}
+    response_format = response_format_from(fmt, "text.format")
+    for name, value in (("response_format", response_format),
+                        ("top_logprobs", req.top_logprobs or None),
+                        ("service_tier", req.service_tier), ("metadata", req.metadata or None)):
+        if value is not None:
+            extra[name] = value
     canonical = llm.LLMRequest(
         model=req.model,
         system="\n\n".join(system),
@@ -261,14 +346,37 @@ def reasoning_item(item_id: str, text: str, status: str = "completed") -> dict[s
             "summary": [{"type": "summary_text", "text": text}] if status == "completed" else []}
 
 
-def function_call_item(item_id: str, call: llm.ToolCall, status: str = "completed"
-                       ) -> dict[str, Any]:
+def _name_fields(name: str, tools: ClientTools) -> dict[str, str]:
+    """A namespaced tool's call names its namespace apart, as the client declared it."""
+    if name in tools.namespaced:
+        space, _, short = name.partition(NAMESPACE_SEP)
+        return {"name": short, "namespace": space}
+    return {"name": name}
+
+
+def function_call_item(item_id: str, call: llm.ToolCall, status: str = "completed",
+                       tools: ClientTools | None = None) -> dict[str, Any]:
     return {"id": item_id, "type": "function_call", "status": status, "call_id": call.id,
-            "name": call.name, "arguments": call.arguments}
+            **_name_fields(call.name, tools or ClientTools()), "arguments": call.arguments}
+
+
+def custom_call_item(item_id: str, call: llm.ToolCall, status: str = "completed",
+                     tools: ClientTools | None = None) -> dict[str, Any]:
+    return {"id": item_id, "type": "custom_tool_call", "status": status, "call_id": call.id,
+            **_name_fields(call.name, tools or ClientTools()),
+            "input": llm.custom_input(call.arguments) if status == "completed" else ""}
+
+
+def call_item(item_id: str, call: llm.ToolCall, tools: ClientTools,
+              status: str = "completed") -> dict[str, Any]:
+    if call.name in tools.custom:
+        return custom_call_item(item_id, call, status, tools)
+    return function_call_item(item_id, call, status, tools)
 
 
 def output_items(*, response_id: str, text: str, reasoning: str,
-                 tool_calls: list[llm.ToolCall]) -> list[dict[str, Any]]:
+                 tool_calls: list[llm.ToolCall], tools: ClientTools | None = None
+                 ) -> list[dict[str, Any]]:
     """A finished reply as output items: the agent's steps, its words, then its calls."""
     msg_id, rs_id, fc_prefix = item_ids(response_id)
     out: list[dict[str, Any]] = []
@@ -276,7 +384,8 @@ def output_items(*, response_id: str, text: str, reasoning: str,
         out.append(reasoning_item(rs_id, reasoning))
     if text or not tool_calls:
         out.append(message_item(msg_id, text))
-    out.extend(function_call_item(f"{fc_prefix}_{i}", c) for i, c in enumerate(tool_calls))
+    out.extend(call_item(f"{fc_prefix}_{i}", c, tools or ClientTools())
+               for i, c in enumerate(tool_calls))
     return out
 
 
@@ -326,17 +435,28 @@ def render_response(*, response_id: str, model: str, created_at: float, status: 
     return body
 
 
+def _custom_format(tools: list[dict[str, Any]] | None, name: str) -> dict[str, Any]:
+    for tool in tools or []:
+        if tool.get("type") == "custom" and tool.get("name") == name:
+            fmt = tool.get("format")
+            return fmt if isinstance(fmt, dict) else {"type": "text"}
+    return {"type": "text"}
+
+
 def echo_fields(req: ResponseRequestIn) -> dict[str, Any]:
     """The request's own settings, as the API reports them on the response."""
     tools = [
+        {"type": "custom", "name": t.name, "description": t.description or None,
+         "format": _custom_format(req.tools, t.name)} if t.custom else
         {"type": "function", "name": t.name, "description": t.description or None,
          "parameters": t.parameters, "strict": False}
         for t in _tools(req.tools)
     ]
     choice: Any = req.tool_choice if isinstance(req.tool_choice, str) else "auto"
-    if isinstance(req.tool_choice, dict) and req.tool_choice.get("type") == "function":
+    if isinstance(req.tool_choice, dict) and req.tool_choice.get("type") in ("function",
+                                                                             "custom"):
         name = function_name(req.tool_choice)
-        choice = {"type": "function", "name": name}
+        choice = {"type": req.tool_choice["type"], "name": name}
     return {
         "instructions": req.instructions,
         "metadata": req.metadata or {},
@@ -363,8 +483,10 @@ class ResponseEventStream:
     open item with its ``.done`` events. Every event carries the next ``sequence_number``.
     """
 
-    def __init__(self, *, response_id: str, model: str, echo: dict[str, Any]) -> None:
+    def __init__(self, *, response_id: str, model: str, echo: dict[str, Any],
+                 tools: ClientTools | None = None) -> None:
         self.id = response_id
+        self.tools = tools or ClientTools()
         self.model = model
         self.echo = echo
         self.created_at = int(time.time())
@@ -427,10 +549,18 @@ class ResponseEventStream:
         if kind == "call":
             assert self._call is not None
             call, self._call = self._call, None
-            item = function_call_item(self._cur_id, call)
+            item = call_item(self._cur_id, call, self.tools)
             self.output.append(item)
+            if item["type"] == "custom_tool_call":
+                # The free-form input exists once the call's JSON arguments are complete.
+                return self._emit("response.custom_tool_call_input.delta", {
+                    "item_id": self._cur_id, "output_index": index, "delta": item["input"],
+                }) + self._emit("response.custom_tool_call_input.done", {
+                    "item_id": self._cur_id, "output_index": index, "input": item["input"],
+                }) + self._emit("response.output_item.done", {"output_index": index,
+                                                               "item": item})
             return self._emit("response.function_call_arguments.done", {
-                "item_id": self._cur_id, "output_index": index, "name": call.name,
+                "item_id": self._cur_id, "output_index": index, "name": item["name"],
                 "arguments": call.arguments,
             }) + self._emit("response.output_item.done", {"output_index": index, "item": item})
         text = "".join(self._text)
@@ -484,13 +614,13 @@ class ResponseEventStream:
                                           event.name or "", "")
                 out += self._emit("response.output_item.added", {
                     "output_index": index,
-                    "item": function_call_item(self._cur_id, self._call, "in_progress"),
+                    "item": call_item(self._cur_id, self._call, self.tools, "in_progress"),
                 })
             assert self._call is not None
             call = self._call
             self._call = llm.ToolCall(event.id or call.id, event.name or call.name,
                                       call.arguments + event.arguments)
-            if event.arguments:
+            if event.arguments and call.name not in self.tools.custom:
                 out += self._emit("response.function_call_arguments.delta", {
                     "item_id": self._cur_id, "output_index": index, "delta": event.arguments,
                 })

@@ -131,3 +131,30 @@ def test_thread_page_shows_messages_a_page_at_a_time(staff, make_agent):
     assert "message-0249" in last
     assert "message-0199" not in last
     assert staff.get(url + "?messages_page=nonsense").status_code == 200
+
+
+def test_agent_listed_and_context_overflow_are_edited_in_the_admin(staff, make_agent):
+    agent = make_agent(slug="switches")
+    url = reverse("admin:agents_agent_change", args=[agent.pk])
+    html = staff.get(url).content.decode()
+    assert 'name="listed"' in html
+    assert 'name="context_overflow"' in html
+    page = staff.get(reverse("admin:agents_agent_changelist") + "?listed__exact=0")
+    assert b"switches" not in page.content
+    Agent.objects.filter(pk=agent.pk).update(listed=False)
+    page = staff.get(reverse("admin:agents_agent_changelist") + "?listed__exact=0")
+    assert b"switches" in page.content
+
+
+def test_agent_admin_saves_listed_and_context_overflow(staff, make_agent):
+    agent = make_agent(slug="saved", provider__options={})
+    url = reverse("admin:agents_agent_change", args=[agent.pk])
+    form = staff.get(url).context["adminform"].form
+    data = {k: v for k, v in form.initial.items() if v is not None and k != "listed"}
+    data.update({"provider": agent.provider_id, "context_overflow": "trim_oldest",
+                 "fallbacks-TOTAL_FORMS": "0", "fallbacks-INITIAL_FORMS": "0"})
+    r = staff.post(url, data)
+    assert r.status_code == 302, r.context["adminform"].form.errors if r.context else r
+    agent.refresh_from_db()
+    assert agent.listed is False  # an unticked box
+    assert agent.context_overflow == "trim_oldest"

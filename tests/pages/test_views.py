@@ -22,9 +22,17 @@ def staff(db):
     return get_user_model().objects.create_user("op", password="pw-op-123", is_staff=True)
 
 
+HTML = {"HTTP_ACCEPT": "text/html,application/xhtml+xml"}  # what a browser asks for
+
+
+@pytest.fixture
+def client():
+    return Client(**HTML)
+
+
 @pytest.fixture
 def staff_client(staff):
-    client = Client()
+    client = Client(**HTML)
     client.force_login(staff)
     return client
 
@@ -55,7 +63,7 @@ def test_page_refuses_non_staff_user(client, echo_agent):
 
 def test_login_form_refuses_non_staff_and_accepts_staff(staff):
     get_user_model().objects.create_user("plain", password="pw-plain-123")
-    client = Client(enforce_csrf_checks=True)
+    client = Client(enforce_csrf_checks=True, **HTML)
     page = client.get("/login/")
     token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
     refused = client.post("/login/", {"username": "plain", "password": "pw-plain-123",
@@ -70,7 +78,7 @@ def test_login_form_refuses_non_staff_and_accepts_staff(staff):
 
 
 def test_login_without_csrf_token_is_refused(staff):
-    client = Client(enforce_csrf_checks=True)
+    client = Client(enforce_csrf_checks=True, **HTML)
     response = client.post("/login/", {"username": "op", "password": "pw-op-123"})
     assert response.status_code == 403
 
@@ -162,3 +170,14 @@ def test_kill_button_hidden_when_no_turn_runs(staff_client, echo_agent):
     thread = make_thread(echo_agent, status="completed")
     html = staff_client.get(f"/threads/{thread.pk}/").text
     assert re.search(r'<form id="kill-form"[^>]*data-kind="kill" hidden>', html)
+
+
+def test_root_answers_clients_probes_and_browsers(staff_client):
+    """``/`` is the dashboard for a browser; API clients probing it get JSON."""
+    probe = Client().get("/", HTTP_ACCEPT="application/json")
+    assert probe.status_code == 200
+    assert probe.json()["api"] == "/v1"
+    assert Client().head("/").status_code == 200
+    page = staff_client.get("/")
+    assert page.status_code == 200
+    assert 'data-page="dashboard"' in page.text

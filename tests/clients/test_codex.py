@@ -1,0 +1,68 @@
+"""Codex CLI (``@openai/codex`` from npm, exec mode) against a live Gaia over the Responses
+API, configured with the README's ``config.toml``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agents.models import Thread
+from tests.clients.conftest import README_URL, TOOL_WORD, ClientEnv, Run, readme_block
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+
+def codex(env: ClientEnv, bin_: Path, model: str, prompt: str, *flags: str,
+          timeout: float = 120) -> Run:
+    config = env.home / ".codex" / "config.toml"
+    config.parent.mkdir(exist_ok=True)
+    config.write_text(readme_block("codex").replace(README_URL, env.url)
+                      .replace('model = "gaia"', f'model = "{model}"'))
+    return env.run([bin_, "exec", "--strict-config", "--skip-git-repo-check", *flags, prompt],
+                   env={"GAIA_API_KEY": env.key}, timeout=timeout)
+
+
+def only_thread(slug: str) -> Thread:
+    threads = list(Thread.objects.filter(agent__slug=slug))
+    assert len(threads) == 1, threads
+    return threads[0]
+
+
+def test_codex_plain_reply(client_env, npm_clients, fake_agents):
+    fake_agents("cx-plain")
+    run = codex(client_env, npm_clients("codex"), "cx-plain", "Say hello")
+    assert run.returncode == 0, run.output
+    assert "Hello from Gaia." in run.stdout
+    thread = only_thread("cx-plain")
+    # Item 5: the title is what the person wrote, the workspace is Codex's <cwd>.
+    assert thread.title == "Say hello"
+    assert thread.workspace_root == str(client_env.work)
+    assert thread.messages.filter(role="assistant", dialect="responses").exists()
+
+
+def test_codex_stream_events(client_env, npm_clients, fake_agents):
+    fake_agents("cx-stream", reply="Streamed from Gaia in words.", delay_ms=5)
+    run = codex(client_env, npm_clients("codex"), "cx-stream", "Stream please", "--json")
+    assert run.returncode == 0, run.output
+    events: list[dict[str, Any]] = [json.loads(line) for line in run.stdout.splitlines()
+                                    if line.startswith("{")]
+    messages = [e["item"]["text"] for e in events if e.get("type") == "item.completed"
+                and e["item"].get("type") == "agent_message"]
+    assert messages == ["Streamed from Gaia in words."]
+    assert any(e.get("type") == "turn.completed" for e in events)
+
+
+def test_codex_tool_round_trip(client_env, npm_clients, fake_agents):
+    fake_agents("cx-tool", tool="exec_command",
+                arguments={"cmd": f"echo {TOOL_WORD}", "login": False})
+    run = codex(client_env, npm_clients("codex"), "cx-tool", "Run the echo command")
+    assert run.returncode == 0, run.output
+    assert "Tool said:" in run.stdout
+    thread = only_thread("cx-tool")
+    roles = list(thread.messages.order_by("seq").values_list("role", flat=True))
+    assert roles[-3:] == ["assistant", "tool", "assistant"]
+    tool = thread.messages.get(role="tool")
+    assert TOOL_WORD in tool.content  # Codex ran the command and sent its output back
