@@ -53,7 +53,8 @@ EVENT_FIELDS: dict[str, tuple[str, ...]] = {
     "message_delta": ("thread_id", "agent", "response_id", "text", "reasoning", "tool_calls",
                       "output_chars"),
     "thread_created": ("thread",),
-    "thread_updated": ("thread_id", "status", "message_count", "last_activity", "error"),
+    "thread_updated": ("thread_id", "agent", "status", "message_count", "last_activity",
+                       "error"),
     "error": ("thread_id", "agent", "error"),
     # benchmark runs (benchmarks app) publish through here too
     "run_created": ("run",),

@@ -116,6 +116,12 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env.str("REDIS_URL", default="")
 
+# Messages a channel (a feed socket, or with Redis a whole process's share) may hold before the
+# layer drops new ones silently (both layers default to 100). A feed consumer drains its channel
+# into its own bounded queue at once and reports what it drops (``lagged``), so this only has to
+# ride out bursts; each message is one batch of events (agents.realtime).
+GAIA_CHANNEL_CAPACITY = env.int("GAIA_CHANNEL_CAPACITY", default=2000)
+
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
@@ -123,14 +129,16 @@ if REDIS_URL:
             # channels-redis blocks up to 5 s in BZPOPMIN; redis-py 8 defaults every socket
             # read to a 5 s timeout, which then fails that read and stalls every receiver
             # of the process (the feed, the control listener, /health) until it recovers.
-            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 30}]},
+            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 30}],
+                       "capacity": GAIA_CHANNEL_CAPACITY},
         }
     }
     CACHES = {
         "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
     }
 else:
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer",
+                                  "CONFIG": {"capacity": GAIA_CHANNEL_CAPACITY}}}
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 
 # Celery: Redis when REDIS_URL is set, else tasks run eagerly in the calling process.
@@ -200,6 +208,10 @@ GAIA_SHOW_PROMPTS = env.bool("GAIA_SHOW_PROMPTS", default=False)
 GAIA_DB_THREADS = env.int("GAIA_DB_THREADS", default=4)  # PostgreSQL; SQLite uses one
 GAIA_LOCAL_MODEL_PATH = env.str("GAIA_LOCAL_MODEL_PATH", default="")
 GAIA_ORGANISM_NAME = env.str("GAIA_ORGANISM_NAME", default="gaia")
+# The live feed (/ws): events queued per socket before it is "lagged", and how long a socket
+# without a key or session may take to send its {"cmd": "auth"} message.
+GAIA_FEED_QUEUE_MAX = env.int("GAIA_FEED_QUEUE_MAX", default=1000)
+GAIA_FEED_AUTH_SECONDS = env.float("GAIA_FEED_AUTH_SECONDS", default=5.0)
 
 LOGGING = {
     "version": 1,
