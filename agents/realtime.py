@@ -281,6 +281,12 @@ async def _control_listen() -> None:
                     await asyncio.shield(layer.group_discard(CONTROL_GROUP, channel))
             raise
         except Exception:  # the layer went away (Redis restart): join again, with backoff
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                # Cancelled mid-read: redis-py drops the connection and raises
+                # ConnectionError instead of CancelledError. Retrying would swallow the
+                # cancellation and hang the loop's shutdown.
+                raise
             log.warning("control listener lost its channel layer; rejoining", exc_info=True)
             await asyncio.sleep(delay)
             delay = min(delay * 2, 5.0)
