@@ -21,6 +21,7 @@ process (:func:`control_listen`) for cross-process commands: stop a turn, flush 
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import itertools
 import logging
@@ -139,7 +140,20 @@ def _thread_loop() -> asyncio.AbstractEventLoop:
             threading.Thread(target=run, name="gaia-realtime", daemon=True).start()
             started.wait()
             _own_loop = loop
+            atexit.register(_drain_own_loop)
         return _own_loop
+
+
+def _drain_own_loop(timeout: float = 5.0) -> None:
+    """At exit, let the daemon thread's loop hand over what it still holds: a management
+    command (``gaia agents import``) exits right after its last write, and the daemon thread
+    would otherwise die with that write's events still queued."""
+    loop = _own_loop
+    if loop is None or not loop.is_running():
+        return
+    with contextlib.suppress(Exception):
+        # Queued after every call_soon_threadsafe hand-off made so far, so it sees them all.
+        asyncio.run_coroutine_threadsafe(flush(), loop).result(timeout)
 
 
 def _publish(group: str, payload: dict[str, Any]) -> None:
