@@ -30,12 +30,13 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
 import json
 import logging
 import uuid
 from typing import Any
+from urllib.parse import parse_qs
 
+from channels.consumer import get_handler_name
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from channels.security.websocket import OriginValidator
 from django.conf import settings
@@ -58,6 +59,10 @@ log = logging.getLogger("gaia.feed")
 # thousands digit mirrors the HTTP status).
 CLOSE_UNAUTHENTICATED = 4001
 CLOSE_FORBIDDEN = 4003
+
+# With ?batch=1: events per message at most, and the shortest time between two messages.
+BATCH_MAX = 500
+BATCH_INTERVAL = 0.05
 
 COMMANDS = ("auth", "subscribe", "inject", "kill", "pause", "resume")
 
@@ -199,18 +204,31 @@ class FeedConsumer(AsyncJsonWebsocketConsumer):
         self.threads: frozenset[str] = frozenset()
         self.agents: frozenset[str] = frozenset()
         self.events: frozenset[str] = frozenset()
-        self._out: collections.deque[dict[str, Any]] = collections.deque()
+        self._out: collections.deque[tuple[dict[str, Any], str | None]] = collections.deque()
         self._wake = asyncio.Event()
         self._missed = 0
         self._seq = 0
         self._joined = False
         self._sender: asyncio.Task[None] | None = None
         self._auth_timer: asyncio.Task[None] | None = None
+        self.batch = False  # /ws?batch=1: every message is a JSON array of events
+        self._sent_at = 0.0
+
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        """Channels' dispatch without its ``close_old_connections`` thread hop per message:
+        this consumer never touches the ORM on its own thread (``run_db`` does), and the hop
+        per frame and per socket was most of what subscribers cost /v1."""
+        handler = getattr(self, get_handler_name(message), None)
+        if handler is None:
+            raise ValueError(f"No handler for message type {message['type']}")
+        await handler(message)
 
     # -- connection --------------------------------------------------------------------------
 
     async def connect(self) -> None:
         realtime.bind()
+        query = parse_qs(self.scope.get("query_string", b"").decode("latin1"))
+        self.batch = query.get("batch", [""])[-1] in ("1", "true")
         await self.accept()
         raw = _header_key(self.scope)
         if raw is not None:
@@ -256,11 +274,11 @@ class FeedConsumer(AsyncJsonWebsocketConsumer):
         self.authenticated = True
         if self._auth_timer is not None:
             self._auth_timer.cancel()
-        await self.channel_layer.group_add(realtime.FEED_GROUP, self.channel_name)
+        await realtime.feed_join(self._feed_batch)
         self._joined = True
         snapshot = await run_db(feed_snapshot)
-        self._out.appendleft({"event": "connected", "timestamp": realtime.now_iso(),
-                              **snapshot})
+        self._out.appendleft(({"event": "connected", "timestamp": realtime.now_iso(),
+                               **snapshot}, None))
         self._sender = asyncio.create_task(self._send_loop(), name="gaia-feed-sender")
         self._wake.set()
 
@@ -270,8 +288,7 @@ class FeedConsumer(AsyncJsonWebsocketConsumer):
             if task is not None:
                 task.cancel()
         if self._joined:
-            with contextlib.suppress(Exception):
-                await self.channel_layer.group_discard(realtime.FEED_GROUP, self.channel_name)
+            realtime.feed_leave(self._feed_batch)
 
     # -- outgoing ----------------------------------------------------------------------------
 
@@ -279,22 +296,31 @@ class FeedConsumer(AsyncJsonWebsocketConsumer):
         return self.queue_max if self.queue_max is not None else settings.GAIA_FEED_QUEUE_MAX
 
     def _lagged(self) -> None:
-        self._out.append({"event": "lagged", "timestamp": realtime.now_iso(),
-                          "missed": self._missed})
+        self._out.append(({"event": "lagged", "timestamp": realtime.now_iso(),
+                           "missed": self._missed}, None))
         self._missed = 0
 
-    def _queue(self, item: dict[str, Any], *, always: bool = False) -> None:
-        """Queue ``item`` for the client; a feed event is dropped (and counted) when the queue
-        is full. Replies to the client's commands (``always``) are never dropped."""
+    def _queue(self, item: dict[str, Any], text: str | None = None, *,
+               always: bool = False) -> None:
+        """Queue ``item`` (with its JSON ``text`` if already made) for the client; a feed
+        event is dropped (and counted) when the queue is full. Replies to the client's
+        commands (``always``) are never dropped."""
         if not always and len(self._out) >= self._limit():
             self._missed += 1
             return
         if self._missed:
             self._lagged()  # where the gap is
-        self._out.append(item)
+        self._out.append((item, text))
         self._wake.set()
 
+    def _text(self, item: dict[str, Any], text: str | None) -> str:
+        self._seq += 1
+        if text is None:
+            return json.dumps({**item, "seq": self._seq}, ensure_ascii=False)
+        return f'{text[:-1]},"seq":{self._seq}}}'  # made once per process: add this seq
+
     async def _send_loop(self) -> None:
+        loop = asyncio.get_running_loop()
         try:
             while True:
                 if not self._out:
@@ -304,9 +330,18 @@ class FeedConsumer(AsyncJsonWebsocketConsumer):
                     self._wake.clear()
                     await self._wake.wait()
                     continue
-                item = self._out.popleft()
-                self._seq += 1
-                await self.send(text_data=json.dumps({**item, "seq": self._seq}))
+                if self.batch:
+                    # At most one message per BATCH_INTERVAL: what arrives meanwhile joins it,
+                    # so a socket costs the server a bounded number of sends per second.
+                    wait = self._sent_at + BATCH_INTERVAL - loop.time()
+                    if wait > 0:
+                        await asyncio.sleep(wait)
+                    n = min(len(self._out), BATCH_MAX)
+                    texts = [self._text(*self._out.popleft()) for _ in range(n)]
+                    self._sent_at = loop.time()
+                    await self.send(text_data=f"[{','.join(texts)}]")
+                else:
+                    await self.send(text_data=self._text(*self._out.popleft()))
         except asyncio.CancelledError:
             raise
         except Exception:  # the socket is gone; websocket_disconnect cleans up
@@ -321,13 +356,13 @@ class FeedConsumer(AsyncJsonWebsocketConsumer):
                      "code": error.code or "error", "param": error.param,
                      "error": error.message}, always=True)
 
-    async def agents_feed_events(self, message: dict[str, Any]) -> None:
-        """A batch of feed events from the channel layer (agents.realtime)."""
+    def _feed_batch(self, batch: list[tuple[dict[str, Any], str]]) -> None:
+        """A batch of feed events, each with its JSON text (agents.realtime.feed_join)."""
         if self.closed:
             return
-        for event in message["events"]:
+        for event, text in batch:
             if self._wants(event):
-                self._queue(event)
+                self._queue(event, text)
 
     def _wants(self, event: dict[str, Any]) -> bool:
         """The subscription: each non-empty list must match. An event about no thread

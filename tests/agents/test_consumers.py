@@ -68,6 +68,10 @@ def communicator(*headers: tuple[str, str], path: str = "/ws") -> WebsocketCommu
 
 
 async def recv(comm: WebsocketCommunicator, timeout: float = TIMEOUT) -> dict[str, Any]:
+    """The next event (first those a command() read past while waiting for its answer)."""
+    held = getattr(comm, "held", None)
+    if held:
+        return held.pop(0)
     return await comm.receive_json_from(timeout=timeout)
 
 
@@ -99,10 +103,12 @@ async def open_feed(key: str) -> tuple[WebsocketCommunicator, dict[str, Any]]:
 
 
 async def command(comm: WebsocketCommunicator, **content: Any) -> dict[str, Any]:
-    """Send a command and return its answer (ack or error), skipping feed events."""
+    """Send a command and return its answer (ack or error); feed events that came first are
+    kept for the next recv()."""
     await comm.send_json_to(content)
     events = await recv_until(comm, lambda e: e["event"] in ("ack", "error")
                               and e.get("id") == content.get("id"))
+    comm.held = [*getattr(comm, "held", []), *events[:-1]]
     return events[-1]
 
 
@@ -262,7 +268,8 @@ async def test_feed_events_of_a_turn_in_order_with_seq(layer, operator_key, echo
     assert names[-1] == "thread_updated"
     assert "message_delta" in names
     seqs = [e["seq"] for e in events]
-    assert seqs == list(range(ack["seq"] + 1, ack["seq"] + 1 + len(events)))
+    assert seqs == sorted(seqs)
+    assert sorted([*seqs, ack["seq"]]) == list(range(2, 3 + len(events)))  # 1: connected
     created = events[0]["thread"]
     assert created["id"] == thread_id
     assert created["agent"] == "echo"
@@ -340,6 +347,7 @@ async def test_feed_reaches_every_socket(layer, operator_key, echo_agent):
 async def test_subscribe_filters_by_event_type(layer, operator_key, echo_agent):
     comm, _ = await open_feed(operator_key[1])
     ack = await command(comm, cmd="subscribe", id="s", events=["thread_updated"])
+    comm.held = []  # sent before the subscription changed
     assert ack["event"] == "ack"
     assert ack["events"] == ["thread_updated"]
     assert ack["threads"] == []
@@ -356,6 +364,7 @@ async def test_subscribe_filters_by_thread(layer, operator_key, echo_agent):
     await recv_until(comm, is_thread_done(first["thread_id"]))
     await command(comm, cmd="subscribe", id="s", threads=[first["thread_id"]],
                   events=["message", "thread_created", "thread_updated"])
+    comm.held = []  # sent before the subscription changed
     other = await command(comm, cmd="inject", id="b", to="echo", payload="two")
     again = await command(comm, cmd="inject", id="c", to="echo", payload="three",
                           thread_id=first["thread_id"])
@@ -369,6 +378,7 @@ async def test_subscribe_filters_by_thread(layer, operator_key, echo_agent):
 async def test_subscribe_filters_by_agent(layer, operator_key, echo_agent, other_agent):
     comm, _ = await open_feed(operator_key[1])
     await command(comm, cmd="subscribe", id="s", agents=["other"])
+    comm.held = []  # sent before the subscription changed
     await command(comm, cmd="inject", id="a", to="echo", payload="ignored")
     ack = await command(comm, cmd="inject", id="b", to="other", payload="seen")
     events = await recv_until(comm, is_thread_done(ack["thread_id"]))
@@ -477,6 +487,28 @@ async def test_kill_of_an_idle_thread_is_acked_not_running(layer, operator_key, 
 async def test_auth_command_after_authentication_is_acked(layer, operator_key):
     comm, _ = await open_feed(operator_key[1])
     assert (await command(comm, cmd="auth", id="a", api_key="whatever"))["event"] == "ack"
+    await comm.disconnect()
+
+
+async def test_batch_mode_sends_arrays_of_events_in_order(layer, operator_key, echo_agent):
+    comm = communicator(("x-api-key", operator_key[1]), path="/ws?batch=1")
+    assert (await comm.connect(TIMEOUT))[0]
+    first = await comm.receive_json_from(TIMEOUT)
+    assert isinstance(first, list)
+    assert [e["event"] for e in first] == ["connected"]
+    await comm.send_json_to({"cmd": "inject", "id": "b", "to": "echo", "payload": "one two"})
+    events = list(first)
+    async with asyncio.timeout(TIMEOUT):
+        while not any(e["event"] == "thread_updated" and e["status"] == "completed"
+                      for e in events):
+            got = await comm.receive_json_from(TIMEOUT)
+            assert isinstance(got, list)
+            assert got
+            events += got
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+    names = [e["event"] for e in events]
+    assert "ack" in names
+    assert names.index("thread_created") < names.index("message_delta")
     await comm.disconnect()
 
 
