@@ -213,6 +213,7 @@ class FeedConsumer(AsyncJsonWebsocketConsumer):
         self._auth_timer: asyncio.Task[None] | None = None
         self.batch = False  # /ws?batch=1: every message is a JSON array of events
         self._sent_at = 0.0
+        self._max = 0  # queued events at most (set on connect)
 
     async def dispatch(self, message: dict[str, Any]) -> None:
         """Channels' dispatch without its ``close_old_connections`` thread hop per message:
@@ -227,6 +228,8 @@ class FeedConsumer(AsyncJsonWebsocketConsumer):
 
     async def connect(self) -> None:
         realtime.bind()
+        self._max = self.queue_max if self.queue_max is not None else (
+            settings.GAIA_FEED_QUEUE_MAX)
         query = parse_qs(self.scope.get("query_string", b"").decode("latin1"))
         self.batch = query.get("batch", [""])[-1] in ("1", "true")
         await self.accept()
@@ -292,9 +295,6 @@ class FeedConsumer(AsyncJsonWebsocketConsumer):
 
     # -- outgoing ----------------------------------------------------------------------------
 
-    def _limit(self) -> int:
-        return self.queue_max if self.queue_max is not None else settings.GAIA_FEED_QUEUE_MAX
-
     def _lagged(self) -> None:
         self._out.append(({"event": "lagged", "timestamp": realtime.now_iso(),
                            "missed": self._missed}, None))
@@ -305,7 +305,7 @@ class FeedConsumer(AsyncJsonWebsocketConsumer):
         """Queue ``item`` (with its JSON ``text`` if already made) for the client; a feed
         event is dropped (and counted) when the queue is full. Replies to the client's
         commands (``always``) are never dropped."""
-        if not always and len(self._out) >= self._limit():
+        if not always and len(self._out) >= self._max:
             self._missed += 1
             return
         if self._missed:
@@ -334,7 +334,7 @@ class FeedConsumer(AsyncJsonWebsocketConsumer):
                     # At most one message per BATCH_INTERVAL: what arrives meanwhile joins it,
                     # so a socket costs the server a bounded number of sends per second.
                     wait = self._sent_at + BATCH_INTERVAL - loop.time()
-                    if wait > 0:
+                    if wait > 0 and len(self._out) < BATCH_MAX:
                         await asyncio.sleep(wait)
                     n = min(len(self._out), BATCH_MAX)
                     texts = [self._text(*self._out.popleft()) for _ in range(n)]
@@ -359,6 +359,11 @@ class FeedConsumer(AsyncJsonWebsocketConsumer):
     def _feed_batch(self, batch: list[tuple[dict[str, Any], str]]) -> None:
         """A batch of feed events, each with its JSON text (agents.realtime.feed_join)."""
         if self.closed:
+            return
+        if (not (self.events or self.threads or self.agents) and not self._missed
+                and len(self._out) + len(batch) <= self._max):
+            self._out.extend(batch)  # the common case, without a call per event
+            self._wake.set()
             return
         for event, text in batch:
             if self._wants(event):

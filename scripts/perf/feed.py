@@ -100,10 +100,19 @@ async def child_main(url: str, key: str, n: int, seconds: float, prefix: str,
         asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, done.set)
         cpu0 = resource.getrusage(resource.RUSAGE_SELF)
         print("ready", flush=True)
+
+        async def idle() -> None:  # events stopped coming (some were dropped: lagged)
+            while first is None or time.time() - last < 2.0:  # noqa: ASYNC110 - a poll
+                await asyncio.sleep(0.2)
+            done.set()
+
+        watchdog = asyncio.create_task(idle()) if expect else None
         try:
             await asyncio.wait_for(done.wait(), seconds)
         except TimeoutError:
             pass
+        if watchdog is not None:
+            watchdog.cancel()
         cpu1 = resource.getrusage(resource.RUSAGE_SELF)
         for t in tasks:
             t.cancel()
