@@ -62,7 +62,7 @@ CLOSE_FORBIDDEN = 4003
 
 # With ?batch=1: events per message at most, and the shortest time between two messages.
 BATCH_MAX = 500
-BATCH_INTERVAL = 0.05
+BATCH_INTERVAL = 0.1
 
 COMMANDS = ("auth", "subscribe", "inject", "kill", "pause", "resume")
 
@@ -302,7 +302,7 @@ class FeedConsumer(AsyncJsonWebsocketConsumer):
 
     def _queue(self, item: dict[str, Any], text: str | None = None, *,
                always: bool = False) -> None:
-        """Queue ``item`` (with its JSON ``text`` if already made) for the client; a feed
+        """Queue ``item`` (with its open JSON ``text`` if already made) for the client; a feed
         event is dropped (and counted) when the queue is full. Replies to the client's
         commands (``always``) are never dropped."""
         if not always and len(self._out) >= self._max:
@@ -317,7 +317,7 @@ class FeedConsumer(AsyncJsonWebsocketConsumer):
         self._seq += 1
         if text is None:
             return json.dumps({**item, "seq": self._seq}, ensure_ascii=False)
-        return f'{text[:-1]},"seq":{self._seq}}}'  # made once per process: add this seq
+        return f'{text},"seq":{self._seq}}}'  # made once per process, open: add this seq
 
     async def _send_loop(self) -> None:
         loop = asyncio.get_running_loop()
@@ -357,7 +357,8 @@ class FeedConsumer(AsyncJsonWebsocketConsumer):
                      "error": error.message}, always=True)
 
     def _feed_batch(self, batch: list[tuple[dict[str, Any], str]]) -> None:
-        """A batch of feed events, each with its JSON text (agents.realtime.feed_join)."""
+        """A batch of feed events, each with its JSON text without the closing brace
+        (agents.realtime.feed_join)."""
         if self.closed:
             return
         if (not (self.events or self.threads or self.agents) and not self._missed

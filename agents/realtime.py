@@ -333,9 +333,9 @@ _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 async def feed_join(subscriber: FeedSubscriber) -> None:
     """Call ``subscriber(batch)`` (on this loop) with every batch of feed events from now
-    on, each event with its JSON text; returns once this process's listener has joined the
-    feed group (nothing committed after this returns is missed). ``subscriber`` must not
-    block: it runs inline for every batch."""
+    on, each event with its JSON text minus the closing brace; returns once this process's
+    listener has joined the feed group (nothing committed after this returns is missed).
+    ``subscriber`` must not block: it runs inline for every batch."""
     loop = asyncio.get_running_loop()
     for gone in [lp for lp in _feed_subscribers if lp.is_closed()]:
         del _feed_subscribers[gone]
@@ -355,7 +355,8 @@ async def _handle_feed(message: dict[str, Any]) -> None:
     subscribers = _feed_subscribers.get(asyncio.get_running_loop())
     if not subscribers or message.get("type") != FEED_MESSAGE:
         return
-    batch = [(event, _dumps(event)) for event in message["events"]]
+    # Open (no closing brace): each socket appends its own "seq" and closes it.
+    batch = [(event, _dumps(event)[:-1]) for event in message["events"]]
     for subscriber in list(subscribers):
         try:
             subscriber(batch)
