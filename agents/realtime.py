@@ -278,6 +278,26 @@ def _ensure_listener(group: str, handle: Callable[[dict[str, Any]], Awaitable[No
         task.add_done_callback(_background.discard)
 
 
+def listener_tasks() -> set[asyncio.Task[None]]:
+    """This loop's listener tasks (control, feed)."""
+    loop = asyncio.get_running_loop()
+    return {task for (lp, _), task in _listeners.items() if lp is loop}
+
+
+async def listeners_stop() -> None:
+    """Stop this loop's listeners and wait until they have left their groups (a clean
+    shutdown; tests)."""
+    tasks = listener_tasks()
+    for task in tasks:
+        task.cancel()
+    if tasks:
+        await asyncio.wait(tasks, timeout=5)
+    loop = asyncio.get_running_loop()
+    for key in [k for k in _listeners if k[0] is loop]:
+        _listeners.pop(key, None)
+        _listening.pop(key, None)
+
+
 async def _group_listen(group: str, handle: Callable[[dict[str, Any]], Awaitable[None]]
                         ) -> None:
     from channels.layers import get_channel_layer
@@ -303,8 +323,10 @@ async def _group_listen(group: str, handle: Callable[[dict[str, Any]], Awaitable
                 await handle(message)
         except asyncio.CancelledError:
             if channel is not None:
+                # Bounded: a Redis connection cut by the cancelled read can leave this
+                # waiting forever, and with it the event loop's shutdown.
                 with contextlib.suppress(Exception):
-                    await asyncio.shield(layer.group_discard(group, channel))
+                    await asyncio.wait_for(layer.group_discard(group, channel), 2)
             raise
         except Exception:  # the layer went away (Redis restart): join again, with backoff
             task = asyncio.current_task()

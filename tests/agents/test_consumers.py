@@ -59,6 +59,14 @@ async def layer() -> AsyncIterator[Any]:
     that opened them, and an in-memory one would keep earlier tests' channels)."""
     channel_layers.backends.clear()
     yield get_channel_layer()
+    # Let the consumers finish closing (Channels hops to a thread on disconnect), then stop
+    # this loop's listeners cleanly: cancelling a channels-redis read in the middle of the
+    # loop's shutdown can leave its connection, and the shutdown, waiting.
+    others = {t for t in asyncio.all_tasks() if t is not asyncio.current_task()}
+    listeners = realtime.listener_tasks()
+    if others - listeners:
+        await asyncio.wait(others - listeners, timeout=1.5)
+    await realtime.listeners_stop()
     channel_layers.backends.clear()
 
 

@@ -161,6 +161,7 @@ async def test_a_kill_on_the_feed_stops_a_stream_wherever_it_runs(servers, keys,
 
 
 @needs_redis
+@pytest.mark.slow  # a management command's start-up: ~7 s
 async def test_events_from_a_process_without_a_loop_reach_every_server(
         gaia_server, gaia_server_factory, keys, paced_agent):
     """A management command (no event loop, like a Celery worker) announces a change; feed
