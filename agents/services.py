@@ -913,9 +913,9 @@ def _thread_record_abandoned(*, thread: Thread, agent: Agent, now: Any) -> int:
     for e in (
         realtime.event("message", message=selectors.message_public(
             row, agent=agent.slug, client="gaia")),
-        realtime.event("thread_updated", thread_id=str(thread.pk), status=Thread.Status.ERROR,
-                       message_count=seq + 1, last_activity=selectors.iso(now),
-                       error=INTERRUPTED_ERROR),
+        realtime.event("thread_updated", thread_id=str(thread.pk), agent=agent.slug,
+                       status=Thread.Status.ERROR, message_count=seq + 1,
+                       last_activity=selectors.iso(now), error=INTERRUPTED_ERROR),
         realtime.event("error", thread_id=str(thread.pk), agent=agent.slug,
                        error=INTERRUPTED_ERROR),
     ):

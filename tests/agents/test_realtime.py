@@ -101,12 +101,14 @@ MESSAGE = {
     "payload_type": str, "payload": dict, "timestamp": str, "input_tokens": OPT_INT,
     "output_tokens": OPT_INT, "usage_estimated": bool, "finish_reason": OPT_STR,
     "ttft_ms": OPT_INT, "latency_ms": OPT_INT, "response_id": OPT_STR, "dialect": OPT_STR,
+    "provider": OPT_STR, "internal": bool, "passages": (list, type(None)), "error": OPT_STR,
+    "note": OPT_STR,
 }
 THREAD = {
     "id": str, "agent": str, "title": str, "status": str, "participants": list,
     "user": OPT_STR, "message_count": int, "input_tokens": int, "output_tokens": int,
     "usage_estimated": bool, "workspace_root": OPT_STR, "forked_from": OPT_STR,
-    "created_at": str, "last_activity": str, "error": OPT_STR,
+    "created_at": str, "last_activity": str, "error": OPT_STR, "route": (dict, type(None)),
 }
 SCHEMAS: dict[str, dict[str, Any]] = {
     "agent_state": {"agent": str, "state": str, "current_thread": OPT_STR, "queue_depth": int},
