@@ -243,6 +243,10 @@ class MessageOutput(serializers.Serializer):
                                         "conversation the client holds.")
     passages = serializers.ListField(child=serializers.DictField(), allow_null=True,
                                      help_text="Knowledge-base passages given to the model.")
+    error = serializers.CharField(allow_null=True, help_text="Why this reply failed, if it "
+                                  "did.")
+    note = serializers.CharField(allow_null=True, help_text="What Gaia did to serve the turn "
+                                 "(e.g. trimmed the oldest turns to fit the window).")
 
     def get_fields(self) -> dict[str, Any]:
         fields = super().get_fields()

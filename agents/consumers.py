@@ -1,11 +1,70 @@
-"""WebSocket consumers. The operator feed lands here in a later issue; ``PingConsumer`` proves
-the Channels wiring (and the channel layer) end to end."""
+"""WebSocket consumers: the operator feed (``/ws``) and ``PingConsumer`` (the wiring check).
+
+The feed (issue 11, reference 003 "WebSocket API") is a thin interface over
+:mod:`agents.realtime` (where every event comes from), the selectors (the snapshot) and the
+operator services (its commands). Protocol, in the order a client sees it:
+
+1. Handshake. A browser's ``Origin`` must be one of ``ALLOWED_HOSTS`` (else HTTP 403, no
+   socket); a client that sends no ``Origin`` (not a browser: no cross-site risk) is let
+   through to authenticate like anyone else.
+2. Authentication, before anything is sent: an operator-scope API key in the handshake
+   (``Authorization: Bearer KEY`` or ``X-API-Key: KEY``), a logged-in staff session, or, for
+   browsers that have neither, a first message ``{"cmd": "auth", "api_key": KEY}`` within
+   ``GAIA_FEED_AUTH_SECONDS``. Failure closes the socket with :data:`CLOSE_UNAUTHENTICATED`
+   (4001: no credentials, a bad key, too slow) or :data:`CLOSE_FORBIDDEN` (4003: a key
+   without the ``operator`` scope, a session that is not staff).
+3. ``connected`` with the snapshot (organism, agents, active threads), then every feed event
+   that matches the socket's subscription. Every message the server sends carries
+   ``timestamp`` and ``seq`` (1, 2, 3... per socket).
+4. Commands (``subscribe``, ``inject``, ``kill``, ``pause``, ``resume``), each answered by
+   ``{"event": "ack", "id": ..., "cmd": ...}`` or ``{"event": "error", "id": ..., "code": ...,
+   "error": ...}``. Bad JSON and unknown commands get an ``error`` too; the socket stays open.
+
+A slow client never slows anyone else: the channel-layer handler only filters and appends to
+this socket's bounded queue, and a sender task writes to the socket. Past
+``GAIA_FEED_QUEUE_MAX`` queued events new ones are dropped and counted, and the client gets
+``{"event": "lagged", "missed": N}`` where the gap is (it can resync over REST).
+"""
 
 from __future__ import annotations
 
+import asyncio
+import collections
+import json
+import logging
+import uuid
 from typing import Any
+from urllib.parse import parse_qs
 
+from channels.consumer import get_handler_name
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from channels.security.websocket import OriginValidator
+from django.conf import settings
+
+from agents import realtime, runtime, selectors, services
+from agents.database import run_db
+from agents.exceptions import (
+    AgentNotFound,
+    AuthenticationFailed,
+    GaiaError,
+    InvalidRequest,
+    NotFound,
+    PermissionDenied,
+)
+from agents.models import Agent, ApiKey, Thread
+
+log = logging.getLogger("gaia.feed")
+
+# Application close codes (RFC 6455 section 7.4.2 leaves 4000-4999 to applications; the
+# thousands digit mirrors the HTTP status).
+CLOSE_UNAUTHENTICATED = 4001
+CLOSE_FORBIDDEN = 4003
+
+# With ?batch=1: events per message at most, and the shortest time between two messages.
+BATCH_MAX = 500
+BATCH_INTERVAL = 0.1
+
+COMMANDS = ("auth", "subscribe", "inject", "kill", "pause", "resume")
 
 
 class PingConsumer(AsyncJsonWebsocketConsumer):
@@ -19,3 +78,396 @@ class PingConsumer(AsyncJsonWebsocketConsumer):
 
     async def agents_pong(self, message: dict[str, Any]) -> None:
         await self.send_json({"event": "pong", "echo": message["echo"]})
+
+
+class BrowserOriginValidator(OriginValidator):
+    """Channels' ``AllowedHostsOriginValidator``, except that a handshake without ``Origin``
+    is let through: browsers always send it (so a cross-site page is still refused), and
+    CLI clients (``websocat``, Python ``websockets``) do not. Authentication follows in the
+    consumer either way."""
+
+    def valid_origin(self, parsed_origin: Any) -> bool:
+        return parsed_origin is None or super().valid_origin(parsed_origin)
+
+
+def origin_checked(application: Any) -> BrowserOriginValidator:
+    allowed = settings.ALLOWED_HOSTS
+    if settings.DEBUG and not allowed:
+        allowed = ["localhost", "127.0.0.1", "[::1]"]
+    return BrowserOriginValidator(application, allowed)
+
+
+def feed_snapshot() -> dict[str, Any]:
+    """What a new feed socket is told first (``connected``)."""
+    return {
+        "organism": selectors.organism_info(),
+        "agents": selectors.agent_list_public(),
+        "threads": selectors.thread_list_active(),
+    }
+
+
+def _header_key(scope: dict[str, Any]) -> str | None:
+    headers = dict(scope.get("headers") or [])
+    auth = headers.get(b"authorization", b"").decode("latin1").strip()
+    if auth[:7].lower() == "bearer ":
+        return auth[7:].strip() or None
+    return headers.get(b"x-api-key", b"").decode("latin1").strip() or None
+
+
+def _event_thread(event: dict[str, Any]) -> str | None:
+    if "thread_id" in event:
+        return event["thread_id"]
+    if "thread" in event:
+        return event["thread"].get("id")
+    if "message" in event:
+        return event["message"].get("thread_id")
+    return None
+
+
+def _event_agents(event: dict[str, Any]) -> tuple[str, ...]:
+    if "agent" in event:
+        return (event["agent"],)
+    if "thread" in event:
+        return (event["thread"].get("agent"),)
+    if "message" in event:  # an agent's reply comes from it, anything else goes to it
+        return (event["message"].get("from"), event["message"].get("to"))
+    return ()
+
+
+def _str_list(content: dict[str, Any], name: str) -> frozenset[str]:
+    value = content.get(name) or []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise InvalidRequest(f"'{name}' must be a list of strings.", param=name)
+    return frozenset(value)
+
+
+def _required_str(content: dict[str, Any], name: str) -> str:
+    value = content.get(name)
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidRequest(f"'{name}' is required (a non-empty string).", param=name)
+    return value.strip()
+
+
+def _thread_id(content: dict[str, Any], *, required: bool) -> str | None:
+    if not required and content.get("thread_id") is None:
+        return None
+    raw = _required_str(content, "thread_id")
+    try:
+        return str(uuid.UUID(raw))
+    except ValueError:
+        raise NotFound(f"No thread with id '{raw}'.", param="thread_id",
+                       code="thread_not_found") from None
+
+
+def _payload_text(payload: Any) -> str:
+    """An inject's payload as the text the agent reads: a string as is, ``{"text": ...}`` or
+    ``{"content": ...}`` as that string, any other object as its JSON."""
+    if isinstance(payload, dict) and len(payload) == 1:
+        (only,) = payload.values()
+        if next(iter(payload)) in ("text", "content") and isinstance(only, str):
+            payload = only
+    if isinstance(payload, dict | list):
+        payload = json.dumps(payload, ensure_ascii=False)
+    if not isinstance(payload, str) or not payload.strip():
+        raise InvalidRequest("'payload' is required: a string or a JSON object.",
+                             param="payload")
+    return payload
+
+
+def _agent_get(slug: str) -> Agent:
+    agent = Agent.objects.select_related("provider").filter(slug=slug).first()
+    if agent is None:
+        raise AgentNotFound(f"No agent '{slug}'.", param="agent", code="agent_not_found")
+    return agent
+
+
+def _thread_get(thread_id: str) -> Thread:
+    thread = Thread.objects.filter(pk=thread_id).first()
+    if thread is None:
+        raise NotFound(f"No thread with id '{thread_id}'.", param="thread_id",
+                       code="thread_not_found")
+    return thread
+
+
+class FeedConsumer(AsyncJsonWebsocketConsumer):
+    """The operator feed at ``/ws`` (see the module docstring for the protocol)."""
+
+    queue_max: int | None = None  # None: settings.GAIA_FEED_QUEUE_MAX
+    auth_seconds: float | None = None  # None: settings.GAIA_FEED_AUTH_SECONDS
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.api_key: ApiKey | None = None
+        self.user_label: str | None = None
+        self.authenticated = False
+        self.closed = False
+        self.threads: frozenset[str] = frozenset()
+        self.agents: frozenset[str] = frozenset()
+        self.events: frozenset[str] = frozenset()
+        self._out: collections.deque[tuple[dict[str, Any], str | None]] = collections.deque()
+        self._wake = asyncio.Event()
+        self._missed = 0
+        self._seq = 0
+        self._joined = False
+        self._sender: asyncio.Task[None] | None = None
+        self._auth_timer: asyncio.Task[None] | None = None
+        self.batch = False  # /ws?batch=1: every message is a JSON array of events
+        self._sent_at = 0.0
+        self._max = 0  # queued events at most (set on connect)
+
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        """Channels' dispatch without its ``close_old_connections`` thread hop per message:
+        this consumer never touches the ORM on its own thread (``run_db`` does), and the hop
+        per frame and per socket was most of what subscribers cost /v1."""
+        handler = getattr(self, get_handler_name(message), None)
+        if handler is None:
+            raise ValueError(f"No handler for message type {message['type']}")
+        await handler(message)
+
+    # -- connection --------------------------------------------------------------------------
+
+    async def connect(self) -> None:
+        realtime.bind()
+        self._max = self.queue_max if self.queue_max is not None else (
+            settings.GAIA_FEED_QUEUE_MAX)
+        query = parse_qs(self.scope.get("query_string", b"").decode("latin1"))
+        self.batch = query.get("batch", [""])[-1] in ("1", "true")
+        await self.accept()
+        raw = _header_key(self.scope)
+        if raw is not None:
+            await self._authenticate_key(raw)
+            return
+        user = self.scope.get("user")
+        if user is not None and user.is_authenticated:
+            if not user.is_staff:
+                await self._refuse(CLOSE_FORBIDDEN, "staff session required")
+                return
+            self.user_label = user.get_username()
+            await self._start()
+            return
+        wait = self.auth_seconds if self.auth_seconds is not None else (
+            settings.GAIA_FEED_AUTH_SECONDS)
+        self._auth_timer = asyncio.create_task(self._auth_deadline(wait))
+
+    async def _auth_deadline(self, wait: float) -> None:
+        await asyncio.sleep(wait)
+        if not self.authenticated:
+            await self._refuse(CLOSE_UNAUTHENTICATED, "no credentials in time")
+
+    async def _authenticate_key(self, raw: str) -> None:
+        try:
+            self.api_key = await run_db(services.api_key_authenticate, raw=raw,
+                                        scope=ApiKey.Scope.OPERATOR)
+        except AuthenticationFailed as exc:
+            await self._refuse(CLOSE_UNAUTHENTICATED, exc.message)
+            return
+        except PermissionDenied:
+            await self._refuse(CLOSE_FORBIDDEN, "the key lacks the 'operator' scope")
+            return
+        await self._start()
+
+    async def _refuse(self, code: int, reason: str) -> None:
+        if not self.closed:
+            self.closed = True
+            await self.close(code=code, reason=reason[:120])
+
+    async def _start(self) -> None:
+        """Join the feed, then send the snapshot: an event committed meanwhile is then both in
+        the snapshot and sent after it, never lost between them."""
+        self.authenticated = True
+        if self._auth_timer is not None:
+            self._auth_timer.cancel()
+        await realtime.feed_join(self._feed_batch)
+        self._joined = True
+        snapshot = await run_db(feed_snapshot)
+        self._out.appendleft(({"event": "connected", "timestamp": realtime.now_iso(),
+                               **snapshot}, None))
+        self._sender = asyncio.create_task(self._send_loop(), name="gaia-feed-sender")
+        self._wake.set()
+
+    async def disconnect(self, code: int) -> None:
+        self.closed = True
+        for task in (self._auth_timer, self._sender):
+            if task is not None:
+                task.cancel()
+        if self._joined:
+            realtime.feed_leave(self._feed_batch)
+
+    # -- outgoing ----------------------------------------------------------------------------
+
+    def _lagged(self) -> None:
+        self._out.append(({"event": "lagged", "timestamp": realtime.now_iso(),
+                           "missed": self._missed}, None))
+        self._missed = 0
+
+    def _queue(self, item: dict[str, Any], text: str | None = None, *,
+               always: bool = False) -> None:
+        """Queue ``item`` (with its open JSON ``text`` if already made) for the client; a feed
+        event is dropped (and counted) when the queue is full. Replies to the client's
+        commands (``always``) are never dropped."""
+        if not always and len(self._out) >= self._max:
+            self._missed += 1
+            return
+        if self._missed:
+            self._lagged()  # where the gap is
+        self._out.append((item, text))
+        self._wake.set()
+
+    def _text(self, item: dict[str, Any], text: str | None) -> str:
+        self._seq += 1
+        if text is None:
+            return json.dumps({**item, "seq": self._seq}, ensure_ascii=False)
+        return f'{text},"seq":{self._seq}}}'  # made once per process, open: add this seq
+
+    async def _send_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            while True:
+                if not self._out:
+                    if self._missed:
+                        self._lagged()
+                        continue
+                    self._wake.clear()
+                    await self._wake.wait()
+                    continue
+                if self.batch:
+                    # At most one message per BATCH_INTERVAL: what arrives meanwhile joins it,
+                    # so a socket costs the server a bounded number of sends per second.
+                    wait = self._sent_at + BATCH_INTERVAL - loop.time()
+                    if wait > 0 and len(self._out) < BATCH_MAX:
+                        await asyncio.sleep(wait)
+                    n = min(len(self._out), BATCH_MAX)
+                    texts = [self._text(*self._out.popleft()) for _ in range(n)]
+                    self._sent_at = loop.time()
+                    await self.send(text_data=f"[{','.join(texts)}]")
+                else:
+                    await self.send(text_data=self._text(*self._out.popleft()))
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # the socket is gone; websocket_disconnect cleans up
+            log.debug("feed sender stopped", exc_info=True)
+
+    def _reply(self, content: dict[str, Any], **fields: Any) -> None:
+        self._queue({"event": "ack", "timestamp": realtime.now_iso(), "id": content.get("id"),
+                     "cmd": content.get("cmd"), **fields}, always=True)
+
+    def _error(self, cmd_id: Any, error: GaiaError) -> None:
+        self._queue({"event": "error", "timestamp": realtime.now_iso(), "id": cmd_id,
+                     "code": error.code or "error", "param": error.param,
+                     "error": error.message}, always=True)
+
+    def _feed_batch(self, batch: list[tuple[dict[str, Any], str]]) -> None:
+        """A batch of feed events, each with its JSON text without the closing brace
+        (agents.realtime.feed_join)."""
+        if self.closed:
+            return
+        if (not (self.events or self.threads or self.agents) and not self._missed
+                and len(self._out) + len(batch) <= self._max):
+            self._out.extend(batch)  # the common case, without a call per event
+            self._wake.set()
+            return
+        for event, text in batch:
+            if self._wants(event):
+                self._queue(event, text)
+
+    def _wants(self, event: dict[str, Any]) -> bool:
+        """The subscription: each non-empty list must match. An event about no thread
+        (``agent_state``, ``config_changed``...) is not filtered by ``threads``, one about no
+        agent not by ``agents``; ``events`` filters every type."""
+        if self.events and event["event"] not in self.events:
+            return False
+        if self.threads:
+            thread = _event_thread(event)
+            if thread is not None and thread not in self.threads:
+                return False
+        if self.agents:
+            agents = _event_agents(event)
+            if agents and not self.agents.intersection(agents):
+                return False
+        return True
+
+    # -- incoming ----------------------------------------------------------------------------
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None,
+                      **kwargs: Any) -> None:
+        if self.closed:
+            return
+        try:
+            content = json.loads(text_data) if text_data is not None else None
+        except ValueError:
+            content = None
+        if not isinstance(content, dict):
+            if not self.authenticated:
+                await self._refuse(CLOSE_UNAUTHENTICATED, "first message must be auth")
+                return
+            self._error(None, InvalidRequest("Commands are JSON objects with a 'cmd'.",
+                                             code="invalid_json"))
+            return
+        await self.receive_json(content)
+
+    async def receive_json(self, content: Any, **kwargs: Any) -> None:
+        cmd = content.get("cmd")
+        if not self.authenticated:
+            if cmd == "auth" and isinstance(content.get("api_key"), str):
+                await self._authenticate_key(content["api_key"])
+            else:
+                await self._refuse(CLOSE_UNAUTHENTICATED, "first message must be auth")
+            return
+        cmd_id = content.get("id")
+        if cmd not in COMMANDS:
+            self._error(cmd_id, InvalidRequest(
+                f"Unknown command {cmd!r}; one of {', '.join(COMMANDS)}.", param="cmd",
+                code="unknown_command"))
+            return
+        try:
+            result = await getattr(self, f"cmd_{cmd}")(content)
+        except GaiaError as exc:
+            self._error(cmd_id, exc)
+            return
+        except Exception:
+            log.exception("feed command %r failed", cmd)
+            self._error(cmd_id, GaiaError("Internal error.", code="internal_error"))
+            return
+        self._reply(content, **result)
+
+    async def cmd_auth(self, content: dict[str, Any]) -> dict[str, Any]:
+        return {}  # already authenticated
+
+    async def cmd_subscribe(self, content: dict[str, Any]) -> dict[str, Any]:
+        threads = _str_list(content, "threads")
+        agents = _str_list(content, "agents")
+        events = _str_list(content, "events")
+        unknown = sorted(events - set(realtime.EVENT_FIELDS))
+        if unknown:
+            raise InvalidRequest(f"Unknown event types: {', '.join(unknown)}.", param="events",
+                                 code="unknown_event")
+        self.threads, self.agents, self.events = threads, agents, events
+        return {"threads": sorted(threads), "agents": sorted(agents), "events": sorted(events)}
+
+    async def cmd_inject(self, content: dict[str, Any]) -> dict[str, Any]:
+        slug = _required_str(content, "to")
+        text = _payload_text(content.get("payload"))
+        thread_id = _thread_id(content, required=False)
+        agent = await run_db(_agent_get, slug)
+        if not agent.enabled:
+            raise AgentNotFound(f"The agent '{slug}' is disabled.", param="to",
+                                code="agent_disabled")
+        injected = await runtime.turn_inject(agent=agent, api_key=self.api_key, text=text,
+                                             thread_id=thread_id, user=self.user_label)
+        return {"thread_id": injected.thread_id, "message_id": injected.message_id}
+
+    async def cmd_kill(self, content: dict[str, Any]) -> dict[str, Any]:
+        thread = await run_db(_thread_get, _thread_id(content, required=True))
+        running = await run_db(services.thread_kill, thread=thread)
+        return {"thread_id": str(thread.pk), "running": running}
+
+    async def _set_paused(self, content: dict[str, Any], paused: bool) -> dict[str, Any]:
+        agent = await run_db(_agent_get, _required_str(content, "agent"))
+        await run_db(services.agent_set_paused, agent=agent, paused=paused)
+        return {"agent": agent.slug, "paused": paused}
+
+    async def cmd_pause(self, content: dict[str, Any]) -> dict[str, Any]:
+        return await self._set_paused(content, True)
+
+    async def cmd_resume(self, content: dict[str, Any]) -> dict[str, Any]:
+        return await self._set_paused(content, False)

@@ -13,16 +13,19 @@ command), a daemon thread running a loop of its own. Events published by one pro
 order, batched: one channel-layer message carries every event that queued up while the
 previous one was being sent, so a burst costs one group send, not one per event.
 
-Groups. :data:`FEED_GROUP` carries every feed event to every feed consumer of every process
-(each consumer filters by its subscription). :data:`CONTROL_GROUP` reaches one listener per
-process (:func:`control_listen`) for cross-process commands: stop a turn, flush caches.
+Groups. :data:`FEED_GROUP` carries every feed event to one listener per process, which hands
+each batch to the process's feed sockets (:func:`feed_join`; each filters by its
+subscription). :data:`CONTROL_GROUP` reaches one listener per process
+(:func:`ensure_control_listener`) for cross-process commands: stop a turn, flush caches.
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import itertools
+import json
 import logging
 import threading
 import weakref
@@ -53,7 +56,8 @@ EVENT_FIELDS: dict[str, tuple[str, ...]] = {
     "message_delta": ("thread_id", "agent", "response_id", "text", "reasoning", "tool_calls",
                       "output_chars"),
     "thread_created": ("thread",),
-    "thread_updated": ("thread_id", "status", "message_count", "last_activity", "error"),
+    "thread_updated": ("thread_id", "agent", "status", "message_count", "last_activity",
+                       "error"),
     "error": ("thread_id", "agent", "error"),
     # a request for ``auto`` went to ``agent`` (method: sticky, router, ranker, default)
     "route_chosen": ("model", "agent", "method", "reason", "response_id", "elapsed_ms"),
@@ -150,7 +154,20 @@ def _thread_loop() -> asyncio.AbstractEventLoop:
             threading.Thread(target=run, name="gaia-realtime", daemon=True).start()
             started.wait()
             _own_loop = loop
+            atexit.register(_drain_own_loop)
         return _own_loop
+
+
+def _drain_own_loop(timeout: float = 5.0) -> None:
+    """At exit, let the daemon thread's loop hand over what it still holds: a management
+    command (``gaia agents import``) exits right after its last write, and the daemon thread
+    would otherwise die with that write's events still queued."""
+    loop = _own_loop
+    if loop is None or not loop.is_running():
+        return
+    with contextlib.suppress(Exception):
+        # Queued after every call_soon_threadsafe hand-off made so far, so it sees them all.
+        asyncio.run_coroutine_threadsafe(flush(), loop).result(timeout)
 
 
 def _publish(group: str, payload: dict[str, Any]) -> None:
@@ -224,10 +241,6 @@ async def flush() -> None:
 
 ControlHandler = Callable[[dict[str, Any]], Awaitable[None] | None]
 _control_handlers: dict[str, ControlHandler] = {}
-_listeners: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Task[None]] = (
-    weakref.WeakKeyDictionary())
-_listening: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Event] = (
-    weakref.WeakKeyDictionary())
 
 
 def on_control(action: str) -> Callable[[ControlHandler], ControlHandler]:
@@ -249,32 +262,66 @@ def send_control_on_commit(action: str, **fields: Any) -> None:
 
 def ensure_control_listener() -> None:
     """Start this loop's control listener if it is not running (async code only)."""
-    loop = asyncio.get_running_loop()
-    task = _listeners.get(loop)
-    if task is None or task.done():
-        _listening[loop] = asyncio.Event()
-        task = _listeners[loop] = loop.create_task(_control_listen(), name="gaia-control")
-        _background.add(task)
-        task.add_done_callback(_background.discard)
+    _ensure_listener(CONTROL_GROUP, _handle_control)
 
 
 async def control_ready() -> None:
     """Wait until this loop's control listener has joined its group (tests, start-up)."""
     ensure_control_listener()
-    await _listening[asyncio.get_running_loop()].wait()
+    await _listening[(asyncio.get_running_loop(), CONTROL_GROUP)].wait()
 
 
-async def _control_listen() -> None:
+_listeners: dict[tuple[asyncio.AbstractEventLoop, str], asyncio.Task[None]] = {}
+_listening: dict[tuple[asyncio.AbstractEventLoop, str], asyncio.Event] = {}
+
+
+def _ensure_listener(group: str, handle: Callable[[dict[str, Any]], Awaitable[None]]) -> None:
+    """One channel per event loop in ``group``, its messages passed to ``handle``."""
+    loop = asyncio.get_running_loop()
+    task = _listeners.get((loop, group))
+    if task is None or task.done():
+        for key in [k for k in _listeners if k[0].is_closed()]:  # loops gone (tests)
+            _listeners.pop(key, None)
+            _listening.pop(key, None)
+        _listening[(loop, group)] = asyncio.Event()
+        task = _listeners[(loop, group)] = loop.create_task(
+            _group_listen(group, handle), name=f"gaia-listen-{group}")
+        _background.add(task)
+        task.add_done_callback(_background.discard)
+
+
+def listener_tasks() -> set[asyncio.Task[None]]:
+    """This loop's listener tasks (control, feed)."""
+    loop = asyncio.get_running_loop()
+    return {task for (lp, _), task in _listeners.items() if lp is loop}
+
+
+async def listeners_stop() -> None:
+    """Stop this loop's listeners and wait until they have left their groups (a clean
+    shutdown; tests)."""
+    tasks = listener_tasks()
+    for task in tasks:
+        task.cancel()
+    if tasks:
+        await asyncio.wait(tasks, timeout=5)
+    loop = asyncio.get_running_loop()
+    for key in [k for k in _listeners if k[0] is loop]:
+        _listeners.pop(key, None)
+        _listening.pop(key, None)
+
+
+async def _group_listen(group: str, handle: Callable[[dict[str, Any]], Awaitable[None]]
+                        ) -> None:
     from channels.layers import get_channel_layer
 
     layer = get_channel_layer()
-    ready = _listening[asyncio.get_running_loop()]
+    ready = _listening[(asyncio.get_running_loop(), group)]
     delay = 0.1
     while True:
         channel = None
         try:
             channel = await layer.new_channel()
-            await layer.group_add(CONTROL_GROUP, channel)
+            await layer.group_add(group, channel)
             ready.set()
             delay = 0.1
             while True:
@@ -283,18 +330,72 @@ async def _control_listen() -> None:
                     async with asyncio.timeout(3600):
                         message = await layer.receive(channel)
                 except TimeoutError:
-                    await layer.group_add(CONTROL_GROUP, channel)
+                    await layer.group_add(group, channel)
                     continue
-                await _handle_control(message)
+                await handle(message)
         except asyncio.CancelledError:
             if channel is not None:
+                # Bounded: a Redis connection cut by the cancelled read can leave this
+                # waiting forever, and with it the event loop's shutdown.
                 with contextlib.suppress(Exception):
-                    await asyncio.shield(layer.group_discard(CONTROL_GROUP, channel))
+                    await asyncio.wait_for(layer.group_discard(group, channel), 2)
             raise
         except Exception:  # the layer went away (Redis restart): join again, with backoff
-            log.warning("control listener lost its channel layer; rejoining", exc_info=True)
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                # Cancelled mid-read: redis-py drops the connection and raises
+                # ConnectionError instead of CancelledError. Retrying would swallow the
+                # cancellation and hang the loop's shutdown.
+                raise
+            log.warning("listener of %s lost its channel layer; rejoining", group,
+                        exc_info=True)
             await asyncio.sleep(delay)
             delay = min(delay * 2, 5.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# The feed's fan-out in each process: one channel in FEED_GROUP per event loop, however many
+# sockets listen. A channel per socket would cost, per batch and socket, a copy of the batch
+# (in-memory layer), a channel-layer read and Channels' dispatch with its thread hop
+# (close_old_connections): with 100 sockets that halved /v1's throughput
+# (scripts/perf/feed.py). Each event is also serialised once here, not once per socket.
+
+FeedSubscriber = Callable[[list[tuple[dict[str, Any], str]]], None]
+_feed_subscribers: dict[asyncio.AbstractEventLoop, list[FeedSubscriber]] = {}
+_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+async def feed_join(subscriber: FeedSubscriber) -> None:
+    """Call ``subscriber(batch)`` (on this loop) with every batch of feed events from now
+    on, each event with its JSON text minus the closing brace; returns once this process's
+    listener has joined the feed group (nothing committed after this returns is missed).
+    ``subscriber`` must not block: it runs inline for every batch."""
+    loop = asyncio.get_running_loop()
+    for gone in [lp for lp in _feed_subscribers if lp.is_closed()]:
+        del _feed_subscribers[gone]
+    _feed_subscribers.setdefault(loop, []).append(subscriber)
+    _ensure_listener(FEED_GROUP, _handle_feed)
+    await _listening[(loop, FEED_GROUP)].wait()
+
+
+def feed_leave(subscriber: FeedSubscriber) -> None:
+    """Stop calling ``subscriber``; idempotent."""
+    subscribers = _feed_subscribers.get(asyncio.get_running_loop(), [])
+    with contextlib.suppress(ValueError):
+        subscribers.remove(subscriber)
+
+
+async def _handle_feed(message: dict[str, Any]) -> None:
+    subscribers = _feed_subscribers.get(asyncio.get_running_loop())
+    if not subscribers or message.get("type") != FEED_MESSAGE:
+        return
+    # Open (no closing brace): each socket appends its own "seq" and closes it.
+    batch = [(event, _dumps(event)[:-1]) for event in message["events"]]
+    for subscriber in list(subscribers):
+        try:
+            subscriber(batch)
+        except Exception:
+            log.exception("feed subscriber failed")
 
 
 async def _handle_control(message: dict[str, Any]) -> None:

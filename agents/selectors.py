@@ -250,6 +250,8 @@ def message_public(row: Message, *, agent: str, client: str) -> dict[str, Any]:
         "provider": row.provider or None,
         "internal": row.internal,
         "passages": row.passages,
+        "error": row.error or None,
+        "note": row.note or None,
     }
 
 

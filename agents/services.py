@@ -134,8 +134,9 @@ def thread_kill(*, thread: Thread) -> bool:
     Thread.objects.filter(pk=thread.pk).update(status=Thread.Status.KILLED, updated_at=now)
     thread.status, thread.updated_at = Thread.Status.KILLED, now
     realtime.send_event_on_commit(realtime.event(
-        "thread_updated", thread_id=str(thread.pk), status=thread.status,
-        message_count=thread.message_count, last_activity=selectors.iso(now),
+        "thread_updated", thread_id=str(thread.pk), agent=thread.agent.slug,
+        status=thread.status, message_count=thread.message_count,
+        last_activity=selectors.iso(now),
         error=thread.last_error or None))
     realtime.send_control_on_commit("turn_kill", thread_id=str(thread.pk))
     return running
@@ -880,7 +881,7 @@ def _announce_turn_begin(*, agent: Agent, client: str, thread: Thread, rows: lis
             thread, agent=agent.slug, client=client))]
     else:
         events = [realtime.event(
-            "thread_updated", thread_id=str(thread.pk), status=thread.status,
+            "thread_updated", thread_id=str(thread.pk), agent=agent.slug, status=thread.status,
             message_count=thread.message_count, last_activity=selectors.iso(thread.updated_at),
             error=None)]
     events += [realtime.event("message", message=selectors.message_public(
@@ -912,9 +913,9 @@ def _thread_record_abandoned(*, thread: Thread, agent: Agent, now: Any) -> int:
     for e in (
         realtime.event("message", message=selectors.message_public(
             row, agent=agent.slug, client="gaia")),
-        realtime.event("thread_updated", thread_id=str(thread.pk), status=Thread.Status.ERROR,
-                       message_count=seq + 1, last_activity=selectors.iso(now),
-                       error=INTERRUPTED_ERROR),
+        realtime.event("thread_updated", thread_id=str(thread.pk), agent=agent.slug,
+                       status=Thread.Status.ERROR, message_count=seq + 1,
+                       last_activity=selectors.iso(now), error=INTERRUPTED_ERROR),
         realtime.event("error", thread_id=str(thread.pk), agent=agent.slug,
                        error=INTERRUPTED_ERROR),
     ):
@@ -1047,8 +1048,8 @@ def _announce_turn_finish(*, start: TurnStart, result: TurnResult, row: Message,
     events = [
         realtime.event("message", message=selectors.message_public(
             row, agent=slug, client=start.client)),
-        realtime.event("thread_updated", thread_id=str(start.thread_id), status=result.status,
-                       message_count=message_count,
+        realtime.event("thread_updated", thread_id=str(start.thread_id), agent=slug,
+                       status=result.status, message_count=message_count,
                        last_activity=selectors.iso(now), error=result.error or None),
     ]
     if result.error:

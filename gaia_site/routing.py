@@ -1,9 +1,11 @@
-"""WebSocket routes. The operator feed adds its consumers here."""
+"""WebSocket routes: the operator feed, and the ping consumer that checks the wiring."""
 
 from django.urls import path
 
-from agents.consumers import PingConsumer
+from agents.consumers import FeedConsumer, PingConsumer
 
 websocket_urlpatterns = [
+    path("ws", FeedConsumer.as_asgi()),
+    path("ws/", FeedConsumer.as_asgi()),
     path("ws/ping/", PingConsumer.as_asgi()),
 ]

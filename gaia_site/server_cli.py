@@ -106,7 +106,10 @@ def server_command(host: str, port: int, *, workers: int = 1, server: str = "uvi
                 "gaia_site.asgi:application"]
     return [sys.executable, "-m", "uvicorn", "gaia_site.asgi:application", "--host", host,
             "--port", str(port), "--loop", "uvloop", "--http", "httptools", "--lifespan", "on",
-            "--no-access-log", "--timeout-graceful-shutdown", "5", "--workers", str(workers)]
+            "--no-access-log", "--timeout-graceful-shutdown", "5", "--workers", str(workers),
+            # Compressing every feed message for every socket cost more CPU than sending it
+            # (scripts/perf/feed.py); the feed's JSON is small and mostly on a LAN.
+            "--ws-per-message-deflate", "false"]
 
 
 def api_start(args: argparse.Namespace) -> int:

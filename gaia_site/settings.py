@@ -129,6 +129,12 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env.str("REDIS_URL", default="")
 
+# Messages a channel (a feed socket, or with Redis a whole process's share) may hold before the
+# layer drops new ones silently (both layers default to 100). A feed consumer drains its channel
+# into its own bounded queue at once and reports what it drops (``lagged``), so this only has to
+# ride out bursts; each message is one batch of events (agents.realtime).
+GAIA_CHANNEL_CAPACITY = env.int("GAIA_CHANNEL_CAPACITY", default=2000)
+
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
@@ -136,7 +142,8 @@ if REDIS_URL:
             # channels-redis blocks up to 5 s in BZPOPMIN; redis-py 8 defaults every socket
             # read to a 5 s timeout, which then fails that read and stalls every receiver
             # of the process (the feed, the control listener, /health) until it recovers.
-            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 30}]},
+            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 30}],
+                       "capacity": GAIA_CHANNEL_CAPACITY},
         }
     }
     CACHES = {
@@ -148,7 +155,8 @@ if REDIS_URL:
         }
     }
 else:
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer",
+                                  "CONFIG": {"capacity": GAIA_CHANNEL_CAPACITY}}}
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 
 # Celery: Redis when REDIS_URL is set, else tasks run eagerly in the calling process.
@@ -258,6 +266,10 @@ GAIA_BENCH_HEARTBEAT_SECONDS = env.float("GAIA_BENCH_HEARTBEAT_SECONDS", default
 GAIA_BENCH_STALE_SECONDS = env.float("GAIA_BENCH_STALE_SECONDS", default=30.0)
 GAIA_BENCH_REAP_SECONDS = env.float("GAIA_BENCH_REAP_SECONDS", default=10.0)
 GAIA_BENCH_MAX_ATTEMPTS = env.int("GAIA_BENCH_MAX_ATTEMPTS", default=2)
+# The live feed (/ws): events queued per socket before it is "lagged", and how long a socket
+# without a key or session may take to send its {"cmd": "auth"} message.
+GAIA_FEED_QUEUE_MAX = env.int("GAIA_FEED_QUEUE_MAX", default=1000)
+GAIA_FEED_AUTH_SECONDS = env.float("GAIA_FEED_AUTH_SECONDS", default=5.0)
 
 # Gaia's logs (one gaia.access line per /v1 and /api request among them): plain text, or one
 # JSON object per line whose fields a log pipeline can index.

@@ -25,7 +25,7 @@ def form(agent: Agent, **changes):
             "instructions": agent.instructions, "provider": agent.provider_id,
             "upstream_model": "", "tool": "", "temperature": "", "top_p": "",
             "max_input_tokens": agent.max_input_tokens,
-            "max_output_tokens": agent.max_output_tokens,
+            "max_output_tokens": agent.max_output_tokens, "context_overflow": "error",
             # the fallback providers inline's (empty) formset
             "fallbacks-TOTAL_FORMS": "0", "fallbacks-INITIAL_FORMS": "0"}
     data.update(changes)

@@ -1,0 +1,282 @@
+"""The event outlet (agents.realtime): sent only after commit, one schema per event type, the
+thread-safe hand-off to the event loop; and the runtime's registry of in-flight turns."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from channels.db import database_sync_to_async
+from channels.layers import channel_layers, get_channel_layer
+from django.db import transaction
+
+from agents import realtime, runtime, services
+from agents.database import run_db
+from agents.models import Agent, ApiKey, Thread
+
+ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$")
+
+
+@pytest.fixture
+def sent(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """Every feed event handed to the outlet (still published for real)."""
+    events: list[dict[str, Any]] = []
+    real = realtime.send_event
+
+    def record(payload: dict[str, Any]) -> None:
+        events.append(payload)
+        real(payload)
+
+    monkeypatch.setattr(realtime, "send_event", record)
+    return events
+
+
+@pytest.fixture
+def memory_layer(settings: Any) -> Iterator[Any]:
+    """An in-memory channel layer of this test's own, whatever REDIS_URL says."""
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer",
+                                           "CONFIG": {"capacity": 100_000}}}
+    channel_layers.backends.clear()
+    yield get_channel_layer()
+    channel_layers.backends.clear()
+
+
+# ---------------------------------------------------------------------------------------------
+# On commit
+
+
+def test_events_wait_for_the_commit(db: Any, echo_agent: Agent, sent: list[dict[str, Any]],
+                                    django_capture_on_commit_callbacks: Any) -> None:
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        services.agent_set_paused(agent=echo_agent, paused=True)
+        assert sent == []  # nothing before the commit
+    assert len(callbacks) == 3
+    for callback in callbacks:
+        callback()
+    assert [e["event"] for e in sent] == ["config_changed", "agent_changed", "agent_state"]
+
+
+def test_nothing_is_sent_for_a_rolled_back_write(db: Any, echo_agent: Agent,
+                                                 sent: list[dict[str, Any]],
+                                                 django_capture_on_commit_callbacks: Any
+                                                 ) -> None:
+    class Abort(Exception):
+        pass
+
+    @transaction.atomic
+    def pause_then_fail() -> None:
+        services.agent_set_paused(agent=echo_agent, paused=True)
+        services.agent_changed_announce(agent=echo_agent, change="updated")
+        raise Abort
+
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        with pytest.raises(Abort):
+            pause_then_fail()
+        services.agent_changed_announce(agent=echo_agent, change="committed")
+    assert len(callbacks) == 1
+    assert [(e["event"], e["change"]) for e in sent] == [("agent_changed", "committed")]
+    assert not Agent.objects.get(pk=echo_agent.pk).paused
+
+
+def test_event_rejects_unknown_types_and_wrong_fields() -> None:
+    with pytest.raises(ValueError, match="unknown feed event"):
+        realtime.event("nope")
+    with pytest.raises(ValueError, match="fields"):
+        realtime.event("agent_changed", agent="a")
+    with pytest.raises(ValueError, match="fields"):
+        realtime.event("config_changed", reason="x", extra=1)
+
+
+# ---------------------------------------------------------------------------------------------
+# One schema per event type (Zulip's event_schema.py in miniature)
+
+OPT_STR = (str, type(None))
+OPT_INT = (int, type(None))
+MESSAGE = {
+    "id": int, "thread_id": str, "seq": int, "from": str, "to": str, "role": str,
+    "payload_type": str, "payload": dict, "timestamp": str, "input_tokens": OPT_INT,
+    "output_tokens": OPT_INT, "usage_estimated": bool, "finish_reason": OPT_STR,
+    "ttft_ms": OPT_INT, "latency_ms": OPT_INT, "response_id": OPT_STR, "dialect": OPT_STR,
+    "provider": OPT_STR, "internal": bool, "passages": (list, type(None)), "error": OPT_STR,
+    "note": OPT_STR,
+}
+THREAD = {
+    "id": str, "agent": str, "title": str, "status": str, "participants": list,
+    "user": OPT_STR, "message_count": int, "input_tokens": int, "output_tokens": int,
+    "usage_estimated": bool, "workspace_root": OPT_STR, "forked_from": OPT_STR,
+    "created_at": str, "last_activity": str, "error": OPT_STR, "route": (dict, type(None)),
+}
+SCHEMAS: dict[str, dict[str, Any]] = {
+    "agent_state": {"agent": str, "state": str, "current_thread": OPT_STR, "queue_depth": int},
+    "agent_changed": {"agent": str, "change": str},
+    "config_changed": {"reason": str},
+    "message": {"message": MESSAGE},
+    "message_delta": {"thread_id": str, "agent": str, "response_id": str, "text": str,
+                      "reasoning": str, "tool_calls": list, "output_chars": int},
+    "thread_created": {"thread": THREAD},
+    "thread_updated": {"thread_id": str, "agent": str, "status": str, "message_count": int,
+                       "last_activity": str, "error": OPT_STR},
+    "error": {"thread_id": str, "agent": str, "error": str},
+}
+STATES = {"idle", "processing", "waiting", "paused", "error"}
+THREAD_STATUSES = {s.value for s in Thread.Status}
+
+
+def check_shape(value: Any, schema: Any, where: str) -> None:
+    if isinstance(schema, dict):
+        assert isinstance(value, dict), where
+        assert set(value) == set(schema), f"{where}: {sorted(value)} != {sorted(schema)}"
+        for key, sub in schema.items():
+            check_shape(value[key], sub, f"{where}.{key}")
+    else:
+        assert isinstance(value, schema), f"{where}: {value!r} is not {schema}"
+
+
+def check_event(event: dict[str, Any]) -> None:
+    name = event["event"]
+    check_shape({k: v for k, v in event.items() if k not in ("event", "timestamp")},
+                SCHEMAS[name], name)
+    assert set(SCHEMAS[name]) == set(realtime.EVENT_FIELDS[name])
+    assert ISO.match(event["timestamp"]), event["timestamp"]
+    if name == "agent_state":
+        assert event["state"] in STATES
+    if name == "thread_updated":
+        assert event["status"] in THREAD_STATUSES
+        assert ISO.match(event["last_activity"])
+    if name == "thread_created":
+        assert event["thread"]["status"] in THREAD_STATUSES
+    if name == "message":
+        assert ISO.match(event["message"]["timestamp"])
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_every_feed_event_type_matches_its_schema(
+        sent: list[dict[str, Any]], make_agent: Callable[..., Any],
+        make_key: Callable[..., Any]) -> None:
+    def setup() -> tuple[Agent, Agent, ApiKey]:
+        echo = make_agent(slug="echo", provider__options={})
+        broken = make_agent(slug="broken", provider__name="broken",
+                            provider__options={"fail": "after", "fail_after": 1})
+        return echo, broken, make_key("ops", scopes=[ApiKey.Scope.OPERATOR])[0]
+
+    echo, broken, key = await database_sync_to_async(setup)()
+    realtime.bind()
+    first = await runtime.turn_inject(agent=echo, api_key=key, text="one two three")
+    await first.task
+    again = await runtime.turn_inject(agent=echo, api_key=key, text="more",
+                                      thread_id=first.thread_id)
+    await again.task
+    failed = await runtime.turn_inject(agent=broken, api_key=key, text="a b c")
+    await failed.task
+    await run_db(services.agent_set_paused, agent=echo, paused=True)
+    thread = await database_sync_to_async(Thread.objects.get)(pk=first.thread_id)
+    await run_db(services.thread_kill, thread=thread)
+    await run_db(services.organism_reload)
+    await realtime.flush()
+    assert {e["event"] for e in sent} == set(SCHEMAS)
+    for event in sent:
+        check_event(event)
+
+
+# ---------------------------------------------------------------------------------------------
+# The hand-off from other threads
+
+
+async def test_events_from_many_threads_arrive_complete_and_in_order(memory_layer: Any
+                                                                     ) -> None:
+    realtime.bind()
+    channel = await memory_layer.new_channel()
+    await memory_layer.group_add(realtime.FEED_GROUP, channel)
+    threads, per_thread = 8, 400
+    start = threading.Barrier(threads)
+
+    def produce(t: int) -> None:
+        start.wait()
+        for i in range(per_thread):
+            realtime.send_event(realtime.event("config_changed", reason=f"{t}:{i}"))
+
+    workers = [threading.Thread(target=produce, args=(t,)) for t in range(threads)]
+    for w in workers:
+        w.start()
+    got: list[str] = []
+    batches = 0
+    async with asyncio.timeout(20):
+        while len(got) < threads * per_thread:
+            message = await memory_layer.receive(channel)
+            assert message["type"] == realtime.FEED_MESSAGE
+            batches += 1
+            got += [e["reason"] for e in message["events"]]
+    for w in workers:
+        w.join()
+    assert len(got) == threads * per_thread
+    for t in range(threads):
+        mine = [int(r.split(":")[1]) for r in got if r.startswith(f"{t}:")]
+        assert mine == list(range(per_thread))
+    assert batches < len(got)  # events that queued up together left in one message
+
+
+def test_events_from_a_process_without_a_loop_leave_from_a_thread_of_their_own(
+        memory_layer: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Celery worker or a management command has no event loop: the outlet runs one on a
+    daemon thread and publishes from there."""
+    monkeypatch.setattr(realtime, "_bound", None)
+    loop = realtime._thread_loop()
+    assert loop.is_running()
+    assert loop is not None
+
+    async def join() -> str:
+        channel = await memory_layer.new_channel()
+        await memory_layer.group_add(realtime.FEED_GROUP, channel)
+        return channel
+
+    channel = asyncio.run_coroutine_threadsafe(join(), loop).result(5)
+    realtime.send_event(realtime.event("config_changed", reason="from a worker"))
+    message = asyncio.run_coroutine_threadsafe(memory_layer.receive(channel), loop).result(5)
+    assert [e["reason"] for e in message["events"]] == ["from a worker"]
+
+
+# ---------------------------------------------------------------------------------------------
+# The runtime's registry of in-flight turns
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_inflight_registry_holds_a_turn_while_it_runs_and_a_kill_stops_it(
+        make_agent: Callable[..., Any]) -> None:
+    words = " ".join(f"w{i}" for i in range(300))
+    agent = await database_sync_to_async(make_agent)(
+        slug="slow", provider__options={"reply": words, "delay_ms": 10})
+    realtime.bind()
+    injected = await runtime.turn_inject(agent=agent, api_key=None, text="go")
+    turns = runtime.inflight_turns().get(injected.thread_id)
+    assert turns
+    assert len(turns) == 1
+    await asyncio.sleep(0.2)
+    runtime.thread_kill_local({"thread_id": injected.thread_id})
+    await asyncio.wait_for(injected.task, 10)
+    assert injected.thread_id not in runtime.inflight_turns()
+    row = await database_sync_to_async(
+        lambda: Thread.objects.get(pk=injected.thread_id).messages.order_by("seq").last())()
+    assert row.role == "assistant"
+    assert row.finish_reason == "killed"
+    assert 0 < len(row.content) < len(words)
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_kill_for_another_thread_leaves_a_turn_alone(
+        make_agent: Callable[..., Any]) -> None:
+    agent = await database_sync_to_async(make_agent)(
+        slug="slowish", provider__options={"reply": "a b c d e f", "delay_ms": 20})
+    realtime.bind()
+    injected = await runtime.turn_inject(agent=agent, api_key=None, text="go")
+    runtime.thread_kill_local({"thread_id": "00000000-0000-0000-0000-000000000000"})
+    runtime.thread_kill_local({})
+    await asyncio.wait_for(injected.task, 10)
+    row = await database_sync_to_async(
+        lambda: Thread.objects.get(pk=injected.thread_id).messages.order_by("seq").last())()
+    assert row.finish_reason == "stop"
+    assert row.content == "a b c d e f"
+    assert runtime.inflight_turns() == {}
