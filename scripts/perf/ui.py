@@ -121,7 +121,7 @@ def start(data_dir: Path) -> tuple[subprocess.Popen[bytes], str]:
 
 
 def login(base: str) -> httpx.Client:
-    client = httpx.Client(base_url=base, timeout=30)
+    client = httpx.Client(base_url=base, timeout=30, headers={"Accept": "text/html"})  # a browser
     page = client.get("/login/")
     token = page.text.split('name="csrfmiddlewaretoken" value="', 1)[1].split('"', 1)[0]
     r = client.post("/login/", data={"username": "perf", "password": PASSWORD,
@@ -137,6 +137,7 @@ def render_times(client: httpx.Client, path: str, n: int) -> list[float]:
         r = client.get(path)
         out.append((time.perf_counter() - t0) * 1000)
         assert r.status_code == 200, (path, r.status_code)
+        assert "<html" in r.text, path
     return out
 
 
