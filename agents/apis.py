@@ -52,6 +52,7 @@ from agents.exceptions import (
     PermissionDenied,
 )
 from agents.models import Agent, ApiKey, Message, Thread
+from agents.schema import ApiAutoSchema
 
 log = logging.getLogger("gaia.api")
 
@@ -138,6 +139,7 @@ class PaginationFilter(serializers.Serializer):
 
 
 class OperatorApi(APIView):
+    schema = ApiAutoSchema()
     content_negotiation_class = JsonOnly
     authentication_classes = [OperatorKeyAuthentication, StaffSessionAuthentication]
     permission_classes = [IsOperator]
@@ -392,6 +394,8 @@ class InjectApi(OperatorApi):
     ``content``) holding one. A ``thread_id`` continues that thread (its agent must be
     ``to``); 409 if a turn is running on it. A key limited to some agents may only inject
     into those (403)."""
+
+    schema_errors = (409, 503)
 
     @extend_schema_serializer(component_name="Inject")
     class InputSerializer(serializers.Serializer):
