@@ -157,7 +157,9 @@ class OperatorApi(APIView):
         super().initial(request, *args, **kwargs)
 
     def filters(self, serializer_class: type[serializers.Serializer]) -> dict[str, Any]:
-        serializer = serializer_class(data=self.request.query_params)
+        # A plain dict, not the QueryDict: DRF reads an empty form value as "absent", so
+        # ``?limit=`` or ``?status=`` passed unchecked where the schema promises a value.
+        serializer = serializer_class(data=self.request.query_params.dict())
         serializer.is_valid(raise_exception=True)
         return dict(serializer.validated_data)
 

@@ -295,7 +295,8 @@ class RunListCreateApi(BenchmarksApi):
                        "previous": serializers.URLField(allow_null=True),
                        "results": RunOutput(many=True)}))
     def get(self, request: Request) -> Response:
-        filters = self.FilterSerializer(data=request.query_params)
+        # A plain dict: DRF reads an empty form value of a QueryDict as "absent".
+        filters = self.FilterSerializer(data=request.query_params.dict())
         filters.is_valid(raise_exception=True)
         data = dict(filters.validated_data)
         data.pop("limit", None)
@@ -362,7 +363,7 @@ class RunArtifactApi(BenchmarksApi):
     @extend_schema(operation_id="benchmarks_runs_artifact",
                    summary="Download one artifact (summary.json, run_artifacts.tar.gz, "
                            "q<index>/metrics.json, q<index>/run_artifacts.tar.gz)",
-                   responses={(200, "application/json"): OpenApiTypes.BINARY,
+                   responses={(200, "application/json"): OpenApiTypes.OBJECT,
                               (200, "application/gzip"): OpenApiTypes.BINARY})
     def get(self, request: Request, run_id: int, name: str) -> Any:
         run = _run_or_404(run_id)
@@ -375,8 +376,12 @@ class RunArtifactApi(BenchmarksApi):
 
 
 class CompareApi(BenchmarksApi):
+    schema_errors = (404,)
+
     @extend_schema(parameters=[OpenApiParameter(
-                       "runs", str, required=True,
+                       "runs", {"type": "array", "items": {"type": "integer"}, "minItems": 2,
+                                "maxItems": 20, "uniqueItems": True},
+                       required=True, style="form", explode=False,
                        description="2 to 20 distinct run ids separated by commas")],
                    responses=CompareOutput, operation_id="benchmarks_compare",
                    summary="Runs' metrics and answers side by side")
