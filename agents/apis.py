@@ -319,9 +319,9 @@ class AgentSchemaApi(OperatorApi):
 class ThreadListApi(OperatorApi):
     class FilterSerializer(PaginationFilter):
         status = serializers.ChoiceField(choices=Thread.Status.choices, required=False)
-        agent = serializers.CharField(required=False, max_length=100)
+        agent = serializers.CharField(required=False, max_length=100, trim_whitespace=False)
         since = serializers.DateTimeField(required=False)
-        q = serializers.CharField(required=False, max_length=200)
+        q = serializers.CharField(required=False, max_length=200, trim_whitespace=False)
 
     OutputSerializer = ThreadOutput
 
@@ -369,7 +369,7 @@ class ThreadMessageListApi(OperatorApi):
 class MessageListApi(OperatorApi):
     class FilterSerializer(PaginationFilter):
         thread = serializers.UUIDField(required=False)
-        agent = serializers.CharField(required=False, max_length=100)
+        agent = serializers.CharField(required=False, max_length=100, trim_whitespace=False)
         since = serializers.DateTimeField(required=False)
         role = serializers.ChoiceField(choices=Message.Role.choices, required=False)
 

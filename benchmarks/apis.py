@@ -264,9 +264,9 @@ class ToolsField(serializers.JSONField):
 class RunListCreateApi(BenchmarksApi):
     class FilterSerializer(serializers.Serializer):
         status = serializers.ChoiceField(choices=BenchmarkRun.Status.choices, required=False)
-        suite = serializers.CharField(required=False, max_length=100)
-        protocol = serializers.CharField(required=False, max_length=100)
-        agent = serializers.CharField(required=False, max_length=100)
+        suite = serializers.CharField(required=False, max_length=100, trim_whitespace=False)
+        protocol = serializers.CharField(required=False, max_length=100, trim_whitespace=False)
+        agent = serializers.CharField(required=False, max_length=100, trim_whitespace=False)
         since = serializers.DateTimeField(required=False)
         limit = serializers.IntegerField(required=False, min_value=1, max_value=500)
         offset = serializers.IntegerField(required=False, min_value=0)
