@@ -122,6 +122,15 @@ def test_unknown_ids_in_paths_are_404(client: APIClient, template: str) -> None:
     check()
 
 
+@pytest.mark.parametrize("path", [
+    "/api/v1/agents/a\x00b", "/api/v1/agents/a\x00b/config", "/api/v1/agents/a\nb/config",
+    "/api/v1/threads/a\nb/messages", "/api/v1/benchmarks/runs/1\n", "/api/v1/x\ny"])
+def test_what_the_fuzzers_found_is_a_json_404(client: APIClient, path: str) -> None:
+    """NUL reached PostgreSQL (a 500); a newline slipped past the catch-all routes (Django's
+    HTML 404)."""
+    assert_envelope(client.get(path), {404})
+
+
 def test_compare_answers_a_named_400_or_404(client: APIClient) -> None:
     @SETTINGS
     @given(runs=st.lists(st.integers(min_value=-(2**70), max_value=2**70).map(str)
