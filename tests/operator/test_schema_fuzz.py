@@ -6,11 +6,15 @@ body, headers), and every error must be the ``{"detail", "code"}`` envelope. Pos
 sometimes aim at real objects (the fixture's agent, thread and run), so successes are checked
 too, not only 404s.
 
-Nothing is excluded: ``organism/reload`` only re-reads the cache, ``inject`` talks to an agent
-of the fake provider, queued benchmark runs are never executed here (the live server has no
-embedded worker; with Redis, their Celery messages are purged afterwards).
+No operation is excluded: ``organism/reload`` only re-reads the cache, ``inject`` talks to an
+agent of the fake provider, queued benchmark runs are never executed here (the live server has
+no embedded worker; with Redis, their Celery messages are purged afterwards). Two things are
+left out, each for a stated reason (see ``CONFIG`` and ``REFERENCES_OTHER_OBJECTS``): NUL
+characters in generated strings, and the "schema-valid request accepted" check on the three
+operations whose bodies name other objects. test_properties.py sends both.
 
-``GAIA_FUZZ_EXAMPLES`` sets the examples per operation and mode (default 12).
+``GAIA_FUZZ_EXAMPLES`` sets the examples per operation and mode (default 8: the whole file
+runs in about 25 s on SQLite, 40 s on PostgreSQL with Redis, on two shared cores).
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-EXAMPLES = int(os.environ.get("GAIA_FUZZ_EXAMPLES", "12"))
+EXAMPLES = int(os.environ.get("GAIA_FUZZ_EXAMPLES", "8"))
 HTTP_METHODS = ("get", "post", "put", "patch", "delete")
 
 
