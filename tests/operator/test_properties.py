@@ -50,7 +50,7 @@ def assert_envelope(response: Any, allowed: set[int]) -> dict[str, Any]:
             assert isinstance(body.get(field), str), body
             assert body[field], body
         if response.status_code == 400:
-            assert body["code"] == "invalid" or body.get("param"), body
+            assert body["code"] in ("invalid", "parse_error") or body.get("param"), body
     return body
 
 
