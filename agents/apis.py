@@ -52,6 +52,7 @@ from agents.exceptions import (
     PermissionDenied,
 )
 from agents.models import Agent, ApiKey, Message, Thread
+from agents.schema import ApiAutoSchema
 
 log = logging.getLogger("gaia.api")
 
@@ -138,6 +139,7 @@ class PaginationFilter(serializers.Serializer):
 
 
 class OperatorApi(APIView):
+    schema = ApiAutoSchema()
     content_negotiation_class = JsonOnly
     authentication_classes = [OperatorKeyAuthentication, StaffSessionAuthentication]
     permission_classes = [IsOperator]
@@ -155,7 +157,9 @@ class OperatorApi(APIView):
         super().initial(request, *args, **kwargs)
 
     def filters(self, serializer_class: type[serializers.Serializer]) -> dict[str, Any]:
-        serializer = serializer_class(data=self.request.query_params)
+        # A plain dict, not the QueryDict: DRF reads an empty form value as "absent", so
+        # ``?limit=`` or ``?status=`` passed unchecked where the schema promises a value.
+        serializer = serializer_class(data=self.request.query_params.dict())
         serializer.is_valid(raise_exception=True)
         return dict(serializer.validated_data)
 
@@ -319,9 +323,9 @@ class AgentSchemaApi(OperatorApi):
 class ThreadListApi(OperatorApi):
     class FilterSerializer(PaginationFilter):
         status = serializers.ChoiceField(choices=Thread.Status.choices, required=False)
-        agent = serializers.CharField(required=False, max_length=100)
+        agent = serializers.CharField(required=False, max_length=100, trim_whitespace=False)
         since = serializers.DateTimeField(required=False)
-        q = serializers.CharField(required=False, max_length=200)
+        q = serializers.CharField(required=False, max_length=200, trim_whitespace=False)
 
     OutputSerializer = ThreadOutput
 
@@ -369,7 +373,7 @@ class ThreadMessageListApi(OperatorApi):
 class MessageListApi(OperatorApi):
     class FilterSerializer(PaginationFilter):
         thread = serializers.UUIDField(required=False)
-        agent = serializers.CharField(required=False, max_length=100)
+        agent = serializers.CharField(required=False, max_length=100, trim_whitespace=False)
         since = serializers.DateTimeField(required=False)
         role = serializers.ChoiceField(choices=Message.Role.choices, required=False)
 
@@ -396,6 +400,8 @@ class InjectApi(OperatorApi):
     ``content``) holding one. A ``thread_id`` continues that thread (its agent must be
     ``to``); 409 if a turn is running on it. A key limited to some agents may only inject
     into those (403)."""
+
+    schema_errors = (409, 503)
 
     @extend_schema_serializer(component_name="Inject")
     class InputSerializer(serializers.Serializer):

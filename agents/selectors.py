@@ -421,19 +421,27 @@ def message_list(*, thread_id: Any = None, agent: str | None = None, since: Any 
     return rows.order_by("-created_at", "-pk") if newest_first else rows.order_by("seq")
 
 
+def _agent_not_found(slug: str) -> NotFound:
+    return NotFound(f"No agent {slug!r}.", code="agent_not_found", param="slug")
+
+
 def agent_public_get(*, slug: str) -> dict[str, Any]:
     """:func:`agent_list_public`'s entry for ``slug``, or :class:`NotFound`."""
+    if "\x00" in slug:  # no slug holds one, and PostgreSQL refuses it in a query (a 500)
+        raise _agent_not_found(slug)
     found = agent_list_public(slug=slug)
     if not found:
-        raise NotFound(f"No agent {slug!r}.", code="agent_not_found", param="slug")
+        raise _agent_not_found(slug)
     return found[0]
 
 
 def agent_get(*, slug: str) -> Agent:
     """The agent ``slug`` (enabled or not, with its provider), or :class:`NotFound`."""
+    if "\x00" in slug:  # as above
+        raise _agent_not_found(slug)
     agent = Agent.objects.select_related("provider").filter(slug=slug).first()
     if agent is None:
-        raise NotFound(f"No agent {slug!r}.", code="agent_not_found", param="slug")
+        raise _agent_not_found(slug)
     return agent
 
 

@@ -24,5 +24,5 @@ urlpatterns = [
     path("threads/<str:thread_id>/kill", apis.ThreadKillApi.as_view(), name="thread-kill"),
     path("messages", apis.MessageListApi.as_view(), name="message-list"),
     path("inject", apis.InjectApi.as_view(), name="inject"),
-    re_path(r"^.*$", apis.ApiNotFoundApi.as_view()),
+    re_path(r"^[\s\S]*$", apis.ApiNotFoundApi.as_view()),
 ]

@@ -11,6 +11,13 @@ from __future__ import annotations
 from typing import Any
 
 from django.http import FileResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    extend_schema,
+    extend_schema_serializer,
+    inline_serializer,
+)
 from rest_framework import exceptions, serializers
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.permissions import BasePermission
@@ -21,6 +28,7 @@ from rest_framework.views import APIView, exception_handler
 from agents.authentication import BenchmarksKeyAuthentication, StaffSessionAuthentication
 from agents.exceptions import GaiaError, NotFound
 from agents.models import ApiKey
+from agents.schema import ApiAutoSchema
 from benchmarks import selectors, services
 from benchmarks.models import BenchmarkRun, BenchmarkSuite
 
@@ -80,6 +88,7 @@ def benchmarks_exception_handler(exc: Exception, context: dict[str, Any]) -> Res
 
 
 class BenchmarksApi(APIView):
+    schema = ApiAutoSchema()
     authentication_classes = [BenchmarksKeyAuthentication, StaffSessionAuthentication]
     permission_classes = [BenchmarksAccess]
 
@@ -110,6 +119,139 @@ def _run_or_404(run_id: int) -> BenchmarkRun:
     return run
 
 
+# ---------------------------------------------------------------------------------------------
+# Output shapes (the selectors' dicts; the schema fuzz test checks live bodies against them)
+
+
+TOOLS_HELP = "Every role -> 'deterministic' or the slug of the agent that plays it."
+
+
+@extend_schema_serializer(component_name="BenchmarkProgress")
+class ProgressOutput(serializers.Serializer):
+    questions_done = serializers.IntegerField()
+    questions_total = serializers.IntegerField()
+    packets = serializers.IntegerField()
+    bytes = serializers.IntegerField()
+
+
+@extend_schema_serializer(component_name="BenchmarkRun")
+class RunOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    suite = serializers.CharField()
+    status = serializers.ChoiceField(choices=BenchmarkRun.Status.choices)
+    protocol = serializers.CharField()
+    selection = serializers.DictField()
+    question_indexes = serializers.ListField(child=serializers.IntegerField())
+    tools = serializers.DictField(child=serializers.CharField(), help_text=TOOLS_HELP)
+    baseline = serializers.BooleanField()
+    quality_label = serializers.CharField()
+    question_timeout_s = serializers.FloatField()
+    time_limit_s = serializers.FloatField()
+    submitted_by = serializers.CharField(allow_null=True)
+    celery_task_id = serializers.CharField(allow_null=True)
+    worker = serializers.CharField(allow_null=True)
+    attempts = serializers.IntegerField()
+    heartbeat_at = serializers.CharField(allow_null=True)
+    progress = ProgressOutput()
+    summary = serializers.DictField(allow_null=True)
+    error = serializers.CharField(allow_null=True)
+    notes = serializers.ListField(child=serializers.CharField())
+    queued_at = serializers.CharField()
+    started_at = serializers.CharField(allow_null=True)
+    finished_at = serializers.CharField(allow_null=True)
+
+
+@extend_schema_serializer(component_name="BenchmarkRunDetail")
+class RunDetailOutput(RunOutput):
+    artifacts = serializers.ListField(child=serializers.CharField(),
+                                      help_text="Names for GET .../artifacts/{name}.")
+
+
+@extend_schema_serializer(component_name="BenchmarkResult")
+class ResultOutput(serializers.Serializer):
+    question_index = serializers.IntegerField()
+    question_id = serializers.CharField(allow_blank=True)
+    question = serializers.CharField(allow_blank=True)
+    status = serializers.CharField()
+    error = serializers.CharField(allow_null=True)
+    prediction = serializers.CharField(allow_null=True, allow_blank=True)
+    gold = serializers.CharField(allow_blank=True)
+    exact_match = serializers.FloatField(allow_null=True)
+    f1 = serializers.FloatField(allow_null=True)
+    rouge_l = serializers.FloatField(allow_null=True)
+    bytes_tx = serializers.IntegerField()
+    bytes_rx = serializers.IntegerField()
+    packets = serializers.IntegerField()
+    header_overhead = serializers.IntegerField()
+    tokens = serializers.IntegerField()
+    tokens_by_agent = serializers.DictField()
+    elapsed_ms = serializers.FloatField()
+    artifacts = serializers.ListField(child=serializers.CharField())
+
+
+@extend_schema_serializer(component_name="BenchmarkRunResults")
+class RunResultsOutput(serializers.Serializer):
+    run_id = serializers.IntegerField()
+    status = serializers.ChoiceField(choices=BenchmarkRun.Status.choices)
+    suite = serializers.CharField()
+    tools = serializers.DictField(child=serializers.CharField(), help_text=TOOLS_HELP)
+    baseline = serializers.BooleanField()
+    quality_label = serializers.CharField()
+    summary = serializers.DictField(allow_null=True)
+    results = ResultOutput(many=True)
+
+
+@extend_schema_serializer(component_name="BenchmarkCompareRun")
+class CompareRunOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    suite = serializers.CharField()
+    protocol = serializers.CharField()
+    tools = serializers.DictField(child=serializers.CharField(), help_text=TOOLS_HELP)
+    status = serializers.ChoiceField(choices=BenchmarkRun.Status.choices)
+    baseline = serializers.BooleanField()
+    quality_label = serializers.CharField()
+    summary = serializers.DictField(allow_null=True)
+
+
+@extend_schema_serializer(component_name="BenchmarkCompareAnswer")
+class CompareAnswerOutput(serializers.Serializer):
+    prediction = serializers.CharField(allow_null=True, allow_blank=True)
+    status = serializers.CharField()
+    exact_match = serializers.FloatField(allow_null=True)
+    f1 = serializers.FloatField(allow_null=True)
+    rouge_l = serializers.FloatField(allow_null=True)
+    bytes = serializers.IntegerField()
+    elapsed_ms = serializers.FloatField()
+
+
+@extend_schema_serializer(component_name="BenchmarkCompareQuestion")
+class CompareQuestionOutput(serializers.Serializer):
+    question_index = serializers.IntegerField()
+    question = serializers.CharField(allow_null=True, allow_blank=True)
+    gold = serializers.CharField(allow_null=True, allow_blank=True)
+    runs = serializers.DictField(child=CompareAnswerOutput(allow_null=True),
+                                 help_text="Run id -> its answer (null: not asked).")
+    differs = serializers.BooleanField()
+
+
+@extend_schema_serializer(component_name="BenchmarkCompare")
+class CompareOutput(serializers.Serializer):
+    runs = CompareRunOutput(many=True)
+    questions = CompareQuestionOutput(many=True)
+    differences = serializers.ListField(child=serializers.IntegerField())
+
+
+@extend_schema_serializer(component_name="BenchmarkSuite")
+class SuiteOutput(serializers.Serializer):
+    name = serializers.CharField()
+    description = serializers.CharField(allow_blank=True)
+    source = serializers.CharField(allow_blank=True)
+    licence = serializers.CharField(allow_blank=True)
+    question_count = serializers.IntegerField()
+    builtin = serializers.BooleanField()
+    created_at = serializers.CharField()
+
+
 class ToolsField(serializers.JSONField):
     def to_internal_value(self, data: Any) -> Any:
         value = super().to_internal_value(data)
@@ -122,13 +264,14 @@ class ToolsField(serializers.JSONField):
 class RunListCreateApi(BenchmarksApi):
     class FilterSerializer(serializers.Serializer):
         status = serializers.ChoiceField(choices=BenchmarkRun.Status.choices, required=False)
-        suite = serializers.CharField(required=False, max_length=100)
-        protocol = serializers.CharField(required=False, max_length=100)
-        agent = serializers.CharField(required=False, max_length=100)
+        suite = serializers.CharField(required=False, max_length=100, trim_whitespace=False)
+        protocol = serializers.CharField(required=False, max_length=100, trim_whitespace=False)
+        agent = serializers.CharField(required=False, max_length=100, trim_whitespace=False)
         since = serializers.DateTimeField(required=False)
         limit = serializers.IntegerField(required=False, min_value=1, max_value=500)
         offset = serializers.IntegerField(required=False, min_value=0)
 
+    @extend_schema_serializer(component_name="BenchmarkRunSubmit")
     class InputSerializer(StrictSerializer):
         suite = serializers.CharField(max_length=100, default=BUILTIN_SUITE)
         protocol = serializers.CharField(max_length=100, default="json")
@@ -144,8 +287,16 @@ class RunListCreateApi(BenchmarksApi):
         default_limit = 50
         max_limit = 500
 
+    @extend_schema(parameters=[FilterSerializer], operation_id="benchmarks_runs_list",
+                   summary="Benchmark runs, newest first",
+                   responses=inline_serializer(name="PaginatedBenchmarkRuns", fields={
+                       "count": serializers.IntegerField(),
+                       "next": serializers.URLField(allow_null=True),
+                       "previous": serializers.URLField(allow_null=True),
+                       "results": RunOutput(many=True)}))
     def get(self, request: Request) -> Response:
-        filters = self.FilterSerializer(data=request.query_params)
+        # A plain dict: DRF reads an empty form value of a QueryDict as "absent".
+        filters = self.FilterSerializer(data=request.query_params.dict())
         filters.is_valid(raise_exception=True)
         data = dict(filters.validated_data)
         data.pop("limit", None)
@@ -155,6 +306,8 @@ class RunListCreateApi(BenchmarksApi):
         page = paginator.paginate_queryset(runs, request, view=self)
         return paginator.get_paginated_response([selectors.run_public(r) for r in page or []])
 
+    @extend_schema(request=InputSerializer, responses={201: RunOutput},
+                   operation_id="benchmarks_runs_create", summary="Queue a benchmark run")
     def post(self, request: Request) -> Response:
         if not isinstance(request.data, dict):
             raise exceptions.ValidationError({"non_field_errors": ["Expected a JSON object."]})
@@ -175,6 +328,8 @@ class RunListCreateApi(BenchmarksApi):
 
 
 class RunDetailApi(BenchmarksApi):
+    @extend_schema(responses=RunDetailOutput, operation_id="benchmarks_runs_retrieve",
+                   summary="A run with its progress and artifact names")
     def get(self, request: Request, run_id: int) -> Response:
         run = _run_or_404(run_id)
         return Response({**selectors.run_public(run),
@@ -182,6 +337,8 @@ class RunDetailApi(BenchmarksApi):
 
 
 class RunResultsApi(BenchmarksApi):
+    @extend_schema(responses=RunResultsOutput, operation_id="benchmarks_runs_results",
+                   summary="A run's per-question results and summary")
     def get(self, request: Request, run_id: int) -> Response:
         run = _run_or_404(run_id)
         return Response({"run_id": run.pk, "status": run.status, "suite": run.suite.name,
@@ -191,6 +348,10 @@ class RunResultsApi(BenchmarksApi):
 
 
 class RunCancelApi(BenchmarksApi):
+    schema_errors = (409,)
+
+    @extend_schema(request=None, responses=RunOutput, operation_id="benchmarks_runs_cancel",
+                   summary="Cancel a queued or running run (409 once it finished)")
     def post(self, request: Request, run_id: int) -> Response:
         run = _run_or_404(run_id)
         who = self._key(request) or self._user(request)
@@ -199,6 +360,11 @@ class RunCancelApi(BenchmarksApi):
 
 
 class RunArtifactApi(BenchmarksApi):
+    @extend_schema(operation_id="benchmarks_runs_artifact",
+                   summary="Download one artifact (summary.json, run_artifacts.tar.gz, "
+                           "q<index>/metrics.json, q<index>/run_artifacts.tar.gz)",
+                   responses={(200, "application/json"): OpenApiTypes.OBJECT,
+                              (200, "application/gzip"): OpenApiTypes.BINARY})
     def get(self, request: Request, run_id: int, name: str) -> Any:
         run = _run_or_404(run_id)
         handle = selectors.artifact_open(run=run, name=name)
@@ -210,6 +376,15 @@ class RunArtifactApi(BenchmarksApi):
 
 
 class CompareApi(BenchmarksApi):
+    schema_errors = (404,)
+
+    @extend_schema(parameters=[OpenApiParameter(
+                       "runs", {"type": "array", "items": {"type": "integer"}, "minItems": 2,
+                                "maxItems": 20, "uniqueItems": True},
+                       required=True, style="form", explode=False,
+                       description="2 to 20 distinct run ids separated by commas")],
+                   responses=CompareOutput, operation_id="benchmarks_compare",
+                   summary="Runs' metrics and answers side by side")
     def get(self, request: Request) -> Response:
         raw = request.query_params.get("runs", "")
         try:
@@ -223,6 +398,9 @@ class CompareApi(BenchmarksApi):
 
 
 class SuiteListCreateApi(BenchmarksApi):
+    schema_errors = (409,)
+
+    @extend_schema_serializer(component_name="BenchmarkSuiteCreate")
     class InputSerializer(StrictSerializer):
         name = serializers.SlugField(max_length=100)
         description = serializers.CharField(required=False, allow_blank=True, max_length=5000)
@@ -230,9 +408,15 @@ class SuiteListCreateApi(BenchmarksApi):
         licence = serializers.CharField(required=False, allow_blank=True, max_length=200)
         questions = serializers.JSONField()
 
+    @extend_schema(operation_id="benchmarks_suites_list", summary="Every question suite",
+                   responses=inline_serializer(name="BenchmarkSuiteList", fields={
+                       "results": SuiteOutput(many=True)}))
     def get(self, request: Request) -> Response:
         return Response({"results": [selectors.suite_public(s) for s in selectors.suite_list()]})
 
+    @extend_schema(request=InputSerializer, responses={201: SuiteOutput},
+                   operation_id="benchmarks_suites_create",
+                   summary="Upload a question suite (HotpotQA shape)")
     def post(self, request: Request) -> Response:
         if not isinstance(request.data, dict):
             raise exceptions.ValidationError({"non_field_errors": ["Expected a JSON object."]})
@@ -243,6 +427,7 @@ class SuiteListCreateApi(BenchmarksApi):
 
 
 class UnknownRouteApi(BenchmarksApi):
+    @extend_schema(exclude=True)
     def _missing(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         raise NotFound(f"No route {request.path}.", code="not_found")
 

@@ -11,5 +11,5 @@ urlpatterns = [
          name="benchmark-artifact"),
     path("compare", apis.CompareApi.as_view(), name="benchmark-compare"),
     path("suites", apis.SuiteListCreateApi.as_view(), name="benchmark-suites"),
-    re_path(r"^.*$", apis.UnknownRouteApi.as_view()),  # JSON 404, not Django's HTML page
+    re_path(r"^[\s\S]*$", apis.UnknownRouteApi.as_view()),  # JSON 404 (newlines too), not HTML
 ]

@@ -243,6 +243,10 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    "ENUM_NAME_OVERRIDES": {
+        "ThreadStatusEnum": "agents.models.Thread.Status",
+        "BenchmarkRunStatusEnum": "benchmarks.models.BenchmarkRun.Status",
+    },
 }
 
 # Gaia behaviour.

@@ -35,6 +35,6 @@ urlpatterns = [
     path("api/schema", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("api/redoc", SpectacularRedocView.as_view(url_name="api-schema"), name="api-redoc"),
-    re_path(r"^api(/.*)?$", ApiNotFoundApi.as_view()),
+    re_path(r"^api(/[\s\S]*)?$", ApiNotFoundApi.as_view()),  # [\s\S]: newlines too
     path("", include("agents.urls_ui")),  # the operator pages; keep last
 ]

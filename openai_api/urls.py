@@ -12,5 +12,5 @@ urlpatterns = [
     path("messages", apis.MessageCreateApi.as_view(), name="v1-messages"),
     path("messages/count_tokens", apis.MessageCountTokensApi.as_view(),
          name="v1-messages-count-tokens"),
-    re_path(r"^.*$", apis.NotFoundApi.as_view()),
+    re_path(r"^[\s\S]*$", apis.NotFoundApi.as_view()),
 ]

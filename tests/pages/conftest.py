@@ -115,7 +115,6 @@ def bench_suite(transactional_db: Any) -> Any:
     import json
 
     from benchmarks.services import suite_create
-
     from mesh.suite import default_suite_path
 
     questions = json.loads(default_suite_path().read_text(encoding="utf-8"))
