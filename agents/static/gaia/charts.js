@@ -37,7 +37,11 @@
     items.forEach(function (it, i) {
       var y = top + i * rowH;
       var w = max > 0 && typeof it.value === "number" ? Math.max(1, span * it.value / max) : 0;
-      svg.appendChild(el("text", { x: labelW - 6, y: y + 15, "text-anchor": "end" }, it.label));
+      // A label longer than its column loses its end, not its start (the run's "#id"); the
+      // bar's own title holds it whole.
+      var label = String(it.label);
+      var shown = label.length > 20 ? label.slice(0, 19) + "\u2026" : label;
+      svg.appendChild(el("text", { x: labelW - 6, y: y + 15, "text-anchor": "end" }, shown));
       var rect = el("rect", { x: labelW, y: y + 3, width: w, height: rowH - 8, rx: 3,
                               fill: PALETTE[i % PALETTE.length], "class": "bar" });
       rect.appendChild(el("title", {}, it.label + ": " + fmt(it.value)));
