@@ -20,7 +20,7 @@ SCREENSHOTS = ROOT / "var" / "screenshots"
 STAFF_PASSWORD = "pw-operator-123"  # noqa: S105 - a test account's password
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser(gaia_server: Any) -> Iterator[Any]:
     from playwright import sync_api
 
@@ -29,6 +29,8 @@ def browser(gaia_server: Any) -> Iterator[Any]:
     # Playwright's sync API runs an event loop in the test's thread, which makes Django refuse
     # the test's own ORM calls (the test database setup, factories). Playwright's documented
     # answer for Django; set after the live server started, so it never runs with it.
+    # Module-scoped: the loop and the variable end with the browser tests, before any other
+    # test runs (pytest-django runs the tests without a database last, after these).
     with pytest.MonkeyPatch.context() as mp, sync_api.sync_playwright() as pw:
         mp.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True,
