@@ -58,6 +58,10 @@ class EmbeddedWorker(threading.Thread):
         poll = float(getattr(settings, "GAIA_BENCH_POLL_SECONDS", 2.0))
         last_reap = 0.0
         while not self.stopping:
+            if not embedded_enabled():  # switched off since it started (settings changed)
+                self.wake.wait(poll)
+                self.wake.clear()
+                continue
             now = time.monotonic()
             if now - last_reap >= _reap_seconds():
                 last_reap = now

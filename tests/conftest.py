@@ -23,6 +23,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# No embedded benchmark worker in the test process itself (importing gaia_site.asgi starts
+# one): runs submitted here are executed explicitly by the tests, and the embedded worker is
+# tested in real server processes, which get the variable they need from start_gaia.
+os.environ.setdefault("GAIA_EMBEDDED_WORKER", "0")
+
 
 def free_port() -> int:
     with socket.socket() as s:
