@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -33,6 +32,9 @@ import httpx
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from chat import free_port, percentile  # noqa: E402
 
 TOPICS = ["cooking recipes baking bread", "weather forecasts rain wind", "tax returns invoices",
           "gardening roses soil", "astronomy stars planets", "football league scores",
@@ -41,19 +43,6 @@ TOPICS = ["cooking recipes baking bread", "weather forecasts rain wind", "tax re
           "photography cameras lenses", "cars engines repairs", "poetry verses rhyme",
           "history empires wars", "movies actors directors", "fitness running training",
           "pets dogs cats", "finance stocks bonds"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def percentile(values: list[float], q: float) -> float:
-    values = sorted(values)
-    k = (len(values) - 1) * q / 100
-    lo, hi = int(k), min(int(k) + 1, len(values) - 1)
-    return values[lo] + (values[hi] - values[lo]) * (k - lo)
 
 
 SETUP = """

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -36,6 +35,9 @@ import httpx
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from chat import free_port, percentile  # noqa: E402
 
 PASSWORD = "perf-operator-pw"
 STREAM_REPLY = " ".join(f"w{i}" for i in range(30))
@@ -54,21 +56,6 @@ OBSERVER = """() => {
   }).observe(document.getElementById('messages'),
              {childList: true, subtree: true, characterData: true});
 }"""
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def percentile(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    values = sorted(values)
-    k = (len(values) - 1) * q / 100
-    lo, hi = int(k), min(int(k) + 1, len(values) - 1)
-    return values[lo] + (values[hi] - values[lo]) * (k - lo)
 
 
 def setup(data_dir: Path, args: argparse.Namespace) -> tuple[str, str]:
