@@ -39,6 +39,7 @@ from agents.models import (
     Thread,
     options_unmasked,
 )
+from agents.rows import Add, rows_insert, rows_update
 
 # ---------------------------------------------------------------------------------------------
 # API keys
@@ -656,7 +657,6 @@ def agents_export() -> dict[str, Any]:
 # Threads: resolving a conversation, the turn lease, recording messages
 
 FAILED_FINISHES = ("error", "client_disconnected", "interrupted")
-BULK_BATCH = 500  # messages per INSERT (a request holds at most GAIA_MAX_MESSAGES)
 INTERRUPTED_ERROR = ("The turn was interrupted: the server process running it stopped before "
                      "the reply was complete.")
 EMPTY_DIGEST = hashlib.sha256(b"gaia-thread").hexdigest()
@@ -801,7 +801,7 @@ def thread_turn_begin(
 
         def create(parent: Thread | None) -> TurnStart:
             # A new thread is born holding its lease and its messages: two writes in all.
-            new = Thread.objects.create(
+            new = Thread(
                 agent=agent,
                 session_key=parent.session_key if (thread_id and parent) else session_key,
                 api_key=api_key, user=(user or "")[:300], forked_from=parent,
@@ -810,10 +810,9 @@ def thread_turn_begin(
                 history_digest=chain[-1], workspace_root=workspace_root or "",
                 message_count=len(incoming), **lease,
             )
-            rows = Message.objects.bulk_create(
-                [_message_row(new, i, m, dialect) for i, m in enumerate(incoming)],
-                batch_size=BULK_BATCH,
-            )
+            rows_insert([new])
+            rows = rows_insert([_message_row(new, i, m, dialect)
+                                for i, m in enumerate(incoming)])
             _announce_turn_begin(agent=agent, client=client, thread=new, rows=rows,
                                  created=True)
             return TurnStart(new.pk, token, incoming, chain[-1], len(incoming), client,
@@ -850,10 +849,10 @@ def thread_turn_begin(
             new_messages = incoming[matched:]
             history = incoming
             new_chain = chain[matched:]
-        rows = Message.objects.bulk_create([
+        rows = rows_insert([
             _message_row(thread, thread.message_count + i, m, dialect)
             for i, m in enumerate(new_messages)
-        ], batch_size=BULK_BATCH)
+        ])
         count = thread.message_count + len(new_messages)
         update: dict[str, Any] = {
             "message_count": count,
@@ -990,8 +989,8 @@ def thread_turn_finish(
         tool_calls=tuple(result.tool_calls),
     )
     update: dict[str, Any] = {
-        "input_tokens": F("input_tokens") + result.input_tokens,
-        "output_tokens": F("output_tokens") + result.output_tokens,
+        "input_tokens": Add(result.input_tokens),
+        "output_tokens": Add(result.output_tokens),
         "updated_at": now,
         "status": result.status,
         "last_error": result.error,
@@ -1008,8 +1007,8 @@ def thread_turn_finish(
         update["message_count"] = seq + 1
         if replayable:
             update["history_digest"] = digest_chain([reply], start=start.base_digest)[-1]
-        held = Thread.objects.filter(pk=start.thread_id, lock_token=start.lock_token)
-        if not held.update(**update):
+        held = {"id": start.thread_id, "lock_token": start.lock_token}
+        if not rows_update(Thread, where=held, values=update):
             # The lease expired and another turn moved the thread on: append after it.
             thread = Thread.objects.select_for_update().get(pk=start.thread_id)
             seq = thread.message_count
@@ -1018,7 +1017,7 @@ def thread_turn_finish(
                 update["history_digest"] = digest_chain([reply], start=thread.history_digest)[-1]
             for lease_field in ("lock_token", "lock_expires_at"):
                 update.pop(lease_field)
-            Thread.objects.filter(pk=start.thread_id).update(**update)
+            rows_update(Thread, where={"id": start.thread_id}, values=update)
         row = _message_row(Thread(pk=start.thread_id), seq, reply, dialect)
         row.reasoning = result.reasoning
         row.finish_reason = result.finish_reason
@@ -1033,7 +1032,7 @@ def thread_turn_finish(
         row.sender = result.sender
         row.passages = result.passages
         row.note = result.note[:500]
-        row.save(force_insert=True)
+        rows_insert([row])
         _announce_turn_finish(start=start, result=result, row=row, now=now,
                               message_count=update["message_count"])
 
@@ -1043,8 +1042,8 @@ def _announce_turn_finish(*, start: TurnStart, result: TurnResult, row: Message,
     """The feed hears of the reply, the thread's new status, any error and whether the agent
     is still at work (another thread of its may hold a lease, in any process)."""
     slug = start.agent_slug
-    busy = (Thread.objects.filter(agent_id=start.agent_id, lock_expires_at__gt=now)
-            .exclude(pk=start.thread_id).values_list("pk", flat=True).first())
+    busy = selectors.agent_leased_thread(agent_id=start.agent_id, now=now,
+                                         other_than=start.thread_id)
     events = [
         realtime.event("message", message=selectors.message_public(
             row, agent=slug, client=start.client)),

@@ -1,19 +1,30 @@
 #!/usr/bin/env python3
-"""Throughput and latency of Gaia's /v1 routes against a fake provider.
+"""Throughput, latency and server CPU per request of Gaia's /v1 routes.
 
 Starts a real Gaia server (uvicorn by default, or daphne) on a throwaway SQLite data dir (or
-the database in DATABASE_URL), creates an agent on the deterministic `fake` provider (32
-tokens, no delay) and an API key, then drives each route at concurrency 1, 16 and 64 with an
-aiohttp load generator that checks every reply. Threads and messages are persisted as in
-production. Prints one table: requests/s, latency p50/p99 for JSON requests and time to first
-token p50/p99 for streams.
+the database in DATABASE_URL, with REDIS_URL if set), creates an API key and an agent per
+provider kind, then drives each route at each concurrency with an aiohttp load generator that
+checks every reply. Threads and messages are persisted as in production. Provider kinds:
 
-  .venv/bin/python scripts/perf/chat.py [--routes chat,responses,messages]
-      [--concurrency 1,16,64] [--duration 8] [--server uvicorn|daphne] [--workers 1]
+* ``fake``: the deterministic in-process provider (32 tokens, no delay): Gaia's own cost;
+* ``openai``: an OpenAI-compatible upstream in its own process (``--upstream``, by default
+  ``../shared/perf/fake_upstream.py`` when it is there, else ``tests/fakes/openai_upstream.py``)
+  with 32 tokens and no delay: Gaia's cost plus its upstream client's.
+
+Prints one table: requests/s, latency p50/p99 for JSON requests, time to first token p50/p99
+for streams, and the server's CPU time per request (user + system of the server process and
+its workers, from /proc, over the measured window), the figure that decides throughput when
+the server has about one core. With ``--rounds N`` every cell is run N times in turn and the
+medians are printed.
+
+  .venv/bin/python scripts/perf/chat.py [--kinds fake,openai] [--routes chat,responses,messages]
+      [--modes json,stream] [--concurrency 1,16,64] [--duration 8] [--rounds 1]
+      [--server uvicorn|daphne] [--workers 1] [--upstream PATH]
 
 The load generator shares the machine's CPU with the server; `client cpu` shows its share.
-Targets on a 2-core machine: >= 100 JSON requests/s at concurrency 16 with p99 < 3x p50, and
-stream time to first token p50 < 150 ms at concurrency 16.
+Targets on a 2-core machine (issue 16): <= 5 ms server CPU per JSON request on SQLite (6 ms
+on PostgreSQL), >= 200 JSON requests/s at concurrency 16 with p99 < 3x p50, and stream time
+to first token p50 <= 80 ms at concurrency 16.
 """
 
 from __future__ import annotations
@@ -22,8 +33,10 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import resource
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -72,20 +85,43 @@ def body_for(route: str, stream: bool, n: int) -> dict[str, Any]:
 PATHS = {"chat": "/v1/chat/completions", "responses": "/v1/responses", "messages": "/v1/messages"}
 
 
-def check_json(route: str, data: dict[str, Any]) -> None:
+def reply_text(route: str, data: dict[str, Any]) -> str:
     if route == "chat":
-        ok = data["choices"][0]["message"]["content"] == REPLY
-    elif route == "responses":
-        ok = data["output"][-1]["content"][0]["text"] == REPLY
-    else:
-        ok = data["content"][0]["text"] == REPLY
-    if not ok:
-        raise ValueError(f"unexpected reply: {json.dumps(data)[:200]}")
+        return data["choices"][0]["message"]["content"]
+    if route == "responses":
+        return data["output"][-1]["content"][0]["text"]
+    return data["content"][0]["text"]
+
+
+def proc_tree_cpu(pid: int) -> float:
+    """CPU seconds (user + system) used so far by ``pid`` and its children (uvicorn's
+    workers), from /proc; 0.0 where /proc is not there."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return 0.0
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        # After the command: state, ppid, ..., utime (14th field), stime (15th).
+        if int(entry) == pid or int(fields[1]) == pid:
+            total += int(fields[11]) + int(fields[12])
+    return total / tick
+
+
+_CHAT_TEXT = re.compile(rb'"content":"[^"]')
 
 
 def first_token(route: str, line: bytes) -> bool:
     if route == "chat":
-        return b'"content":"tok' in line
+        return _CHAT_TEXT.search(line) is not None
     if route == "responses":
         return b"response.output_text.delta" in line
     return b'"text_delta"' in line
@@ -100,8 +136,14 @@ def finished(route: str, line: bytes) -> bool:
 
 
 class Load:
-    def __init__(self, base: str, key: str, route: str, stream: bool) -> None:
+    """``concurrency`` clients sending requests back to back; every reply is checked (the
+    JSON reply's text must be ``expected``, or, when that is ``None``, the same non-empty
+    text every time)."""
+
+    def __init__(self, base: str, key: str, route: str, stream: bool, *, model: str = "perf",
+                 expected: str | None = REPLY, server_pid: int | None = None) -> None:
         self.base, self.key, self.route, self.stream = base, key, route, stream
+        self.model, self.expected, self.server_pid = model, expected, server_pid
         self.latency: list[float] = []
         self.ttft: list[float] = []
         self.errors: dict[str, int] = {}
@@ -114,11 +156,17 @@ class Load:
         if self.route != "messages":
             headers.pop("anthropic-version")
         async with session.post(self.base + PATHS[self.route], headers=headers,
-                                json=body_for(self.route, self.stream, self.n)) as resp:
+                                json={**body_for(self.route, self.stream, self.n),
+                                      "model": self.model}) as resp:
             if resp.status != 200:
                 raise ValueError(f"http_{resp.status}")
             if not self.stream:
-                check_json(self.route, await resp.json())
+                data = await resp.json()
+                text = reply_text(self.route, data)
+                if self.expected is None and text:
+                    self.expected = text
+                if text != self.expected:
+                    raise ValueError(f"unexpected reply: {json.dumps(data)[:200]}")
                 self.latency.append(time.perf_counter() - t0)
                 return
             got_first, done = None, False
@@ -140,6 +188,7 @@ class Load:
             measure_from = start + warmup
             stop = measure_from + duration
             cpu0: list[float] = []
+            server0: list[float] = []
 
             async def worker() -> None:
                 while time.perf_counter() < stop:
@@ -155,11 +204,15 @@ class Load:
                 self.ttft.clear()
                 cpu0.append(resource.getrusage(resource.RUSAGE_SELF).ru_utime
                             + resource.getrusage(resource.RUSAGE_SELF).ru_stime)
+                if self.server_pid is not None:
+                    server0.append(proc_tree_cpu(self.server_pid))
 
             await asyncio.gather(mark(), *(worker() for _ in range(concurrency)))
             elapsed = time.perf_counter() - measure_from
             usage = resource.getrusage(resource.RUSAGE_SELF)
             cpu = usage.ru_utime + usage.ru_stime - (cpu0[0] if cpu0 else 0)
+            server_cpu = (proc_tree_cpu(self.server_pid) - server0[0]
+                          if self.server_pid is not None and server0 else float("nan"))
         ok = len(self.latency)
         return {
             "rps": ok / elapsed,
@@ -170,15 +223,63 @@ class Load:
             "ok": ok,
             "errors": self.errors,
             "client_cpu": cpu / elapsed,
+            "server_cpu": server_cpu / elapsed,  # cores the server kept busy
+            "cpu_ms": server_cpu / ok * 1000 if ok else float("nan"),  # per request
         }
+
+
+def median_result(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """Every figure's median over rounds; errors added up."""
+    out: dict[str, Any] = {}
+    for name in results[0]:
+        if name == "errors":
+            errors: dict[str, int] = {}
+            for r in results:
+                for kind, n in r["errors"].items():
+                    errors[kind] = errors.get(kind, 0) + n
+            out[name] = errors
+        elif name == "ok":
+            out[name] = sum(r["ok"] for r in results)
+        else:
+            out[name] = statistics.median(r[name] for r in results)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
 
 
+SHARED_UPSTREAM = ROOT.parent / "shared" / "perf" / "fake_upstream.py"
+OWN_UPSTREAM = ROOT / "tests" / "fakes" / "openai_upstream.py"
+
+
+def wait_port(port: int, proc: subprocess.Popen[bytes] | None = None) -> None:
+    for _ in range(300):
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            if proc is not None and proc.poll() is not None:
+                raise SystemExit(
+                    f"process on port {port} exited with {proc.returncode}") from None
+            time.sleep(0.1)
+    raise SystemExit(f"nothing answered on port {port}")
+
+
+def start_upstream(path: Path, data_dir: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """The OpenAI-compatible upstream of the ``openai`` kind: 32 tokens, no delay."""
+    port = free_port()
+    log = open(data_dir / "upstream.log", "wb")  # noqa: SIM115 - lives as long as the process
+    proc = subprocess.Popen([sys.executable, str(path), "--port", str(port), "--tokens", "32"],
+                            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    wait_port(port, proc)
+    return proc, f"http://127.0.0.1:{port}/v1"
+
+
 def start_server(
-    args: argparse.Namespace, data_dir: Path
+    args: argparse.Namespace, data_dir: Path, upstream_url: str | None = None
 ) -> tuple[subprocess.Popen[bytes], str, str]:
+    """A Gaia server with an API key and the agent ``perf`` (kind ``fake``), and, given
+    ``upstream_url``, ``perf-openai`` (kind ``openai`` on it)."""
     env = {**os.environ, "GAIA_DATA_DIR": str(data_dir)}
     python = sys.executable
     manage = [python, str(ROOT / "manage.py")]
@@ -190,8 +291,16 @@ def start_server(
         f"max_concurrency=1000, options={{'reply': {REPLY!r}}}))\n"
         "Agent.objects.update_or_create(slug='perf', defaults=dict(display_name='Perf', "
         "provider=p, max_output_tokens=512))\n"
-        "print(api_key_create(name='perf')[1])\n"
     )
+    if upstream_url:
+        setup += (
+            "o, _ = Provider.objects.update_or_create(name='perf-openai', defaults=dict("
+            f"kind='openai', base_url={upstream_url!r}, default_model='fake-model', "
+            "timeout_seconds=60, max_concurrency=1000))\n"
+            "Agent.objects.update_or_create(slug='perf-openai', defaults=dict("
+            "display_name='Perf (openai)', provider=o, max_output_tokens=512))\n"
+        )
+    setup += "print(api_key_create(name='perf')[1])\n"
     out = subprocess.run([*manage, "shell", "-c", setup], env=env, check=True, cwd=ROOT,
                          capture_output=True, text=True)
     key = out.stdout.strip().splitlines()[-1]
@@ -201,55 +310,71 @@ def start_server(
     cmd = server_command("127.0.0.1", port, workers=args.workers, server=args.server)
     log = open(data_dir / "server.log", "wb")  # noqa: SIM115 - lives as long as the server
     proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    for _ in range(200):
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                break
-        except OSError:
-            time.sleep(0.1)
-    return proc, base, key
+    wait_port(port, proc)
+    return proc, f"http://127.0.0.1:{port}", key
+
+
+MODELS = {"fake": "perf", "openai": "perf-openai"}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--kinds", default="fake,openai")
     parser.add_argument("--routes", default="chat,responses,messages")
     parser.add_argument("--concurrency", default="1,16,64")
     parser.add_argument("--duration", type=float, default=8.0)
     parser.add_argument("--warmup", type=float, default=2.0)
+    parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--server", choices=["uvicorn", "daphne"], default="uvicorn")
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--modes", default="json,stream")
+    parser.add_argument("--upstream", type=Path,
+                        default=SHARED_UPSTREAM if SHARED_UPSTREAM.exists() else OWN_UPSTREAM)
     args = parser.parse_args()
+    kinds = args.kinds.split(",")
+    database = "PostgreSQL" if "postgres" in os.environ.get("DATABASE_URL", "") else "SQLite"
+    redis = " + Redis" if os.environ.get("REDIS_URL") else ""
 
     with tempfile.TemporaryDirectory(prefix="gaia-perf-") as tmp:
-        proc, base, key = start_server(args, Path(tmp))
-        rows = []
+        upstream = None
+        if "openai" in kinds:
+            upstream, upstream_url = start_upstream(args.upstream, Path(tmp))
+        proc, base, key = start_server(args, Path(tmp), upstream_url if upstream else None)
+        cells = [(kind, route, mode, int(c)) for kind in kinds
+                 for route in args.routes.split(",") for mode in args.modes.split(",")
+                 for c in args.concurrency.split(",")]
+        results: dict[tuple[str, str, str, int], list[dict[str, Any]]] = {}
         try:
-            for route in args.routes.split(","):
-                for mode in args.modes.split(","):
-                    for c in [int(x) for x in args.concurrency.split(",")]:
-                        load = Load(base, key, route, mode == "stream")
-                        r = asyncio.run(load.run(c, args.duration, args.warmup))
-                        rows.append((route, mode, c, r))
-                        print(f"  {route:9} {mode:6} c={c:<3} {r['rps']:7.1f} req/s "
-                              f"p50 {r['p50']:6.1f} ms  p99 {r['p99']:6.1f} ms"
-                              + (f"  ttft p50 {r['ttft50']:6.1f} ms" if mode == "stream" else "")
-                              + (f"  errors {r['errors']}" if r["errors"] else ""),
-                              file=sys.stderr, flush=True)
+            for n in range(args.rounds):
+                for kind, route, mode, c in cells:
+                    load = Load(base, key, route, mode == "stream", model=MODELS[kind],
+                                expected=REPLY if kind == "fake" else None,
+                                server_pid=proc.pid)
+                    r = asyncio.run(load.run(c, args.duration, args.warmup))
+                    results.setdefault((kind, route, mode, c), []).append(r)
+                    print(f"  [{n + 1}/{args.rounds}] {kind:6} {route:9} {mode:6} c={c:<3} "
+                          f"{r['rps']:7.1f} req/s p50 {r['p50']:6.1f} ms p99 {r['p99']:6.1f} ms"
+                          + (f" ttft p50 {r['ttft50']:6.1f} ms" if mode == "stream" else "")
+                          + f" cpu {r['cpu_ms']:5.2f} ms/req"
+                          + (f"  errors {r['errors']}" if r["errors"] else ""),
+                          file=sys.stderr, flush=True)
         finally:
-            proc.terminate()
-            proc.wait(10)
-    print(f"\nGaia /v1 against a fake provider ({args.server}, {args.workers} worker(s), "
-          f"SQLite unless DATABASE_URL; {args.duration:g} s per cell)\n")
-    print(f"{'route':10} {'mode':6} {'conc':>4} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} "
-          f"{'p99/p50':>7} {'ttft p50':>9} {'ttft p99':>9} {'ok':>6} {'errors':>6} "
-          f"{'client cpu':>10}")
-    for route, mode, c, r in rows:
+            for p in (proc, upstream):
+                if p is not None:
+                    p.terminate()
+                    p.wait(10)
+    print(f"\nGaia /v1 ({args.server}, {args.workers} worker(s), {database}{redis}; "
+          f"{args.duration:g} s per cell, medians of {args.rounds} round(s))\n")
+    print(f"{'kind':7} {'route':10} {'mode':6} {'conc':>4} {'req/s':>8} {'p50 ms':>8} "
+          f"{'p99 ms':>8} {'p99/p50':>7} {'ttft p50':>9} {'ttft p99':>9} {'ok':>6} "
+          f"{'errors':>6} {'cpu ms/req':>10} {'server cpu':>10} {'client cpu':>10}")
+    for (kind, route, mode, c), rounds in results.items():
+        r = median_result(rounds)
         ttft = (f"{r['ttft50']:9.1f} {r['ttft99']:9.1f}" if mode == "stream"
                 else f"{'-':>9} {'-':>9}")
-        print(f"{route:10} {mode:6} {c:>4} {r['rps']:8.1f} {r['p50']:8.1f} {r['p99']:8.1f} "
-              f"{r['p99'] / r['p50']:7.2f} {ttft} {r['ok']:>6} {sum(r['errors'].values()):>6} "
+        print(f"{kind:7} {route:10} {mode:6} {c:>4} {r['rps']:8.1f} {r['p50']:8.1f} "
+              f"{r['p99']:8.1f} {r['p99'] / r['p50']:7.2f} {ttft} {r['ok']:>6} "
+              f"{sum(r['errors'].values()):>6} {r['cpu_ms']:10.2f} {r['server_cpu']:10.2f} "
               f"{r['client_cpu']:10.2f}")
 
 

@@ -12,11 +12,16 @@ DATABASE_URL) with a `fake`-provider agent, an operator key and a chat key, then
    10 ms and builds the event in its on-commit callback, stamping the commit time; the
    subscriber subtracts it from the time it parsed the event. With 1 and 100 subscribers.
 3. /v1 JSON requests/s at concurrency 16 with 0 and with 100 subscribers connected (each
-   receiving every event the requests cause: about 7 per request). Target: < 10 % lower.
+   receiving every event the requests cause: about 7 per request), with the server's CPU time
+   per request (from /proc). Target: < 10 % lower.
 
   .venv/bin/python scripts/perf/feed.py [--events 5000] [--duration 8] [--subscribers 1,10,100]
+      [--pin]
 
 Everything shares the machine's CPU (2 cores here): the subscribers' own CPU use is printed.
+With ``--pin`` the server runs on the first core and everything else (the load generator, the
+subscribers, the publisher) on the others, so that what the subscribers' client burns is not
+taken from the server: requests/s then measures what the feed costs the server alone.
 """
 
 from __future__ import annotations
@@ -171,6 +176,16 @@ def publish(env: dict[str, str], code: str) -> None:
     subprocess.run([*MANAGE, "shell", "-c", code], env=env, check=True, cwd=ROOT)
 
 
+SERVER_CPUS: set[int] | None = None  # --pin: the server's core; this process has the rest
+
+
+def pin(cores: set[int] | None) -> Any:
+    """A ``preexec_fn`` that runs the child on ``cores`` (None: wherever it likes)."""
+    if cores is None:
+        return None
+    return lambda: os.sched_setaffinity(0, cores)
+
+
 # ---------------------------------------------------------------------------------------------
 
 
@@ -196,7 +211,8 @@ def start_server(env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str, str
     cmd = server_command("127.0.0.1", port)
     if os.environ.get("GAIA_PERF_PROFILE"):  # a cProfile dump of the server, written at exit
         cmd[1:1] = ["-m", "cProfile", "-o", os.environ["GAIA_PERF_PROFILE"]]
-    proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                            preexec_fn=pin(SERVER_CPUS))  # noqa: PLW1509 - no threads yet
     base = f"http://127.0.0.1:{port}"
     for _ in range(300):
         try:
@@ -215,8 +231,17 @@ def main() -> None:
     parser.add_argument("--subscribers", default="1,10,100")
     parser.add_argument("--duration", type=float, default=8.0)
     parser.add_argument("--warmup", type=float, default=2.0)
+    parser.add_argument("--pin", action="store_true",
+                        help="the server on the first core, everything else on the others")
     args = parser.parse_args()
     redis = os.environ.get("REDIS_URL", "")
+    global SERVER_CPUS
+    if args.pin:
+        cores = sorted(os.sched_getaffinity(0))
+        if len(cores) < 2:
+            raise SystemExit("--pin needs two cores")
+        SERVER_CPUS = {cores[0]}
+        os.sched_setaffinity(0, set(cores[1:]))  # inherited by the subscribers and publisher
     with tempfile.TemporaryDirectory(prefix="gaia-perf-feed-") as tmp:
         env = {**os.environ, "GAIA_DATA_DIR": tmp}
         proc, base, chat_key, ops_key = start_server(env)
@@ -250,19 +275,20 @@ def main() -> None:
             for mode, n in (("-", 0), ("single", 100), ("batch", 100), ("-", 0)):
                 subs = (Subscribers(modes[mode], ops_key, n, args.duration + args.warmup + 30)
                         if n else None)
-                r = asyncio.run(Load(base, chat_key, "chat", False).run(
+                r = asyncio.run(Load(base, chat_key, "chat", False, server_pid=proc.pid).run(
                     16, args.duration, args.warmup))
                 extra = subs.result(stop=True) if subs else None
                 v1.append((mode, n, r, extra))
-                print(f"  /v1 c=16 with {n} {mode} subscribers: {r['rps']:.1f} req/s",
-                      file=sys.stderr)
+                print(f"  /v1 c=16 with {n} {mode} subscribers: {r['rps']:.1f} req/s, "
+                      f"server {r['cpu_ms']:.2f} ms CPU per request", file=sys.stderr)
         finally:
             proc.terminate()
             proc.wait(10)
 
     mode = "Redis" if redis else "in-memory layer"
     db = "PostgreSQL" if os.environ.get("DATABASE_URL", "").startswith("postgres") else "SQLite"
-    print(f"\nGaia live feed (/ws): uvicorn, 1 worker, {mode}, {db}\n")
+    pinned = ", server pinned to one core, clients to the other" if args.pin else ""
+    print(f"\nGaia live feed (/ws): uvicorn, 1 worker, {mode}, {db}{pinned}\n")
     if rates:
         print(f"events published as fast as possible by another process ({args.events} each);"
               " single: one event per message, batch: /ws?batch=1")
@@ -280,18 +306,21 @@ def main() -> None:
     print(f"\n/v1/chat/completions JSON at concurrency 16 ({args.duration:g} s each, in the "
           "order run)")
     print(f"{'mode':>6} {'subscribers':>11} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} "
-          f"{'errors':>6} {'events to subs':>14} {'sub cpu s':>9}")
+          f"{'errors':>6} {'server cpu ms/req':>17} {'events to subs':>14} {'sub cpu s':>9}")
     for mode, n, r, extra in v1:
         events = extra["total"] if extra else 0
         cpu = f"{extra['cpu']:9.2f}" if extra else f"{'-':>9}"
         print(f"{mode:>6} {n:>11} {r['rps']:8.1f} {r['p50']:8.1f} {r['p99']:8.1f} "
-              f"{sum(r['errors'].values()):>6} {events:>14} {cpu}")
+              f"{sum(r['errors'].values()):>6} {r['cpu_ms']:17.2f} {events:>14} {cpu}")
     base_rps = (v1[0][2]["rps"] + v1[-1][2]["rps"]) / 2
+    base_cpu = (v1[0][2]["cpu_ms"] + v1[-1][2]["cpu_ms"]) / 2
     if base_rps:
         for mode, n, r, _ in v1[1:-1]:
             drop = 100 * (1 - r["rps"] / base_rps)
-            print(f"{n} {mode} subscribers cost {drop:.1f} % of /v1 throughput "
-                  "(against the mean of the two runs without; target < 10 %)")
+            more = 100 * (r["cpu_ms"] / base_cpu - 1)
+            print(f"{n} {mode} subscribers cost {drop:.1f} % of /v1 throughput and add "
+                  f"{more:.1f} % server CPU per request (against the mean of the two runs "
+                  "without; target < 10 %)")
 
 
 if __name__ == "__main__":
