@@ -193,6 +193,15 @@ def _enqueue(loop: asyncio.AbstractEventLoop, group: str, payload: dict[str, Any
         outlet.sender = loop.create_task(_send_pending(outlet))
 
 
+def _nobody_in(layer: Any, group: str) -> bool:
+    """Whether ``group`` certainly has no member: known for the in-memory layer alone (one
+    process, and a member of this process's groups joined them here). Sending to an empty
+    group cost the in-memory layer a scan of every channel, on every batch of every turn."""
+    from channels.layers import InMemoryChannelLayer
+
+    return isinstance(layer, InMemoryChannelLayer) and not layer.groups.get(group)
+
+
 async def _send_pending(outlet: _LoopOutlet) -> None:
     from channels.layers import get_channel_layer
 
@@ -201,6 +210,8 @@ async def _send_pending(outlet: _LoopOutlet) -> None:
         batch, outlet.pending = outlet.pending, []
         for group, items in itertools.groupby(batch, key=lambda item: item[0]):
             payloads = [p for _, p in items]
+            if _nobody_in(layer, group):
+                continue
             try:
                 if group == FEED_GROUP:
                     await layer.group_send(group, {"type": FEED_MESSAGE, "events": payloads})

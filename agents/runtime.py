@@ -614,10 +614,14 @@ class Turn:
     async def _next(self, wait: float) -> Any:
         """The next event, ``None`` at the end, or ``KEEPALIVE`` after ``wait`` seconds."""
         try:
-            async with asyncio.timeout(wait):
-                event = await self._events.get()
-        except TimeoutError:
-            return KEEPALIVE
+            # Usually there already (a read from the provider brings several): no timer then.
+            event = self._events.get_nowait()
+        except asyncio.QueueEmpty:
+            try:
+                async with asyncio.timeout(wait):
+                    event = await self._events.get()
+            except TimeoutError:
+                return KEEPALIVE
         if event is _END:
             return None
         if event is _BUSY:

@@ -132,33 +132,74 @@ async def backend_stream(
             retry_after=1,
         ) from None
     stream = backend.stream(request, on_sent=on_sent)
+    gaps: _GapWatch | None = None
     try:
-        while True:
-            try:
-                async with asyncio.timeout(timeout):
+        async with asyncio.timeout(None) as deadline:
+            gaps = _GapWatch(deadline, timeout)
+            while True:
+                gaps.wait()
+                try:
                     event = await anext(stream)
-            except StopAsyncIteration:
-                return
-            except TimeoutError:
-                raise BackendTimeout(
-                    f"Provider {provider.name!r} did not answer within {timeout:g} s."
-                ) from None
-            except GaiaError:
-                raise
-            except Exception as exc:
-                # A reply of a shape no backend expected (a choice that is a string, usage
-                # that is a list, a line over the read buffer): the provider's fault, a 502.
-                log.warning("provider %s sent a reply that could not be read: %r",
-                            provider.name, exc)
-                raise BackendError(
-                    f"Provider {provider.name!r} sent a reply Gaia could not read "
-                    f"({type(exc).__name__}).") from None
-            if isinstance(event, Usage):
-                event = usage_clamped(event)
-            yield event
+                except StopAsyncIteration:
+                    return
+                except (GaiaError, TimeoutError, asyncio.CancelledError):
+                    raise
+                except Exception as exc:
+                    # A reply of a shape no backend expected (a choice that is a string,
+                    # usage that is a list, a line over the read buffer): the provider's
+                    # fault, a 502.
+                    log.warning("provider %s sent a reply that could not be read: %r",
+                                provider.name, exc)
+                    raise BackendError(
+                        f"Provider {provider.name!r} sent a reply Gaia could not read "
+                        f"({type(exc).__name__}).") from None
+                gaps.waiting = False
+                if isinstance(event, Usage):
+                    event = usage_clamped(event)
+                yield event
+    except TimeoutError:
+        raise BackendTimeout(
+            f"Provider {provider.name!r} did not answer within {timeout:g} s.") from None
     finally:
+        if gaps is not None:
+            gaps.stop()
         semaphore.release()
         await _aclose(stream)
+
+
+class _GapWatch:
+    """The provider timeout on the first event and on every gap between two events, counted
+    only while the stream is waited for (not while its reader handles an event), for a stream
+    read by one task.
+
+    One timer per ``timeout`` seconds of streaming rather than an ``asyncio.timeout`` per
+    event: arming and cancelling a timer for every token was about 4 % of a chat turn's CPU
+    (py-spy, scripts/perf/chat.py). When the timer finds the stream waited for longer than
+    ``timeout`` it expires ``deadline`` (an ``asyncio.timeout`` around the reading), which
+    cancels the wait and raises ``TimeoutError`` there, as a per-event timeout would."""
+
+    def __init__(self, deadline: asyncio.Timeout, timeout: float) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.deadline, self.timeout = deadline, timeout
+        self.waiting = False  # the reader is waiting for the stream's next event
+        self.since = self.loop.time()  # since when
+        self.timer = self.loop.call_at(self.since + timeout, self._check)
+
+    def wait(self) -> None:
+        self.waiting = True
+        self.since = self.loop.time()
+
+    def _check(self) -> None:
+        now = self.loop.time()
+        if self.waiting and now - self.since >= self.timeout:
+            self.deadline.reschedule(now)  # expires: the wait is cancelled, TimeoutError
+            return
+        # Not waiting (the reader has the last event), or waiting for less than the timeout.
+        self.timer = self.loop.call_at(
+            (self.since if self.waiting else now) + self.timeout, self._check)
+
+    def stop(self) -> None:
+        self.timer.cancel()
 
 
 async def _aclose(stream: Any) -> None:

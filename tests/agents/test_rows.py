@@ -8,7 +8,6 @@ from datetime import timedelta
 
 import pytest
 from django.db import connection
-from django.forms.models import model_to_dict
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
@@ -39,8 +38,10 @@ def test_insert_stores_what_save_stores(make_agent):
     by_orm.save()
     fast = _thread(agent, **fields)
     assert rows_insert([fast]) == [fast]
-    assert isinstance(fast.pk, uuid.UUID) and fast.pk != by_orm.pk
-    assert fast.created_at is not None and fast.updated_at is not None
+    assert isinstance(fast.pk, uuid.UUID)
+    assert fast.pk != by_orm.pk
+    assert fast.created_at is not None
+    assert fast.updated_at is not None
     assert _stored(fast) == _stored(by_orm)
     assert Thread.objects.get(pk=fast.pk).lock_expires_at == expires
 
@@ -50,7 +51,8 @@ def test_insert_stores_what_save_stores(make_agent):
     orm_row = Message.objects.create(thread=by_orm, **message)
     fast_row = Message(thread=fast, **message)
     rows_insert([fast_row])
-    assert isinstance(fast_row.pk, int) and fast_row.pk > orm_row.pk
+    assert isinstance(fast_row.pk, int)
+    assert fast_row.pk > orm_row.pk
     assert not fast_row._state.adding
     assert _stored(fast_row) == _stored(orm_row)
     assert Message.objects.get(pk=fast_row.pk).parts is None  # SQL NULL, as the ORM stores
