@@ -689,14 +689,14 @@ def message_from_row(row: Message) -> llm.Message:
                        tool_call_id=row.tool_call_id or None)
 
 
-def _message_row(thread: Thread, seq: int, m: llm.Message, dialect: str) -> Message:
+def _message_row(thread_id: uuid.UUID, seq: int, m: llm.Message, dialect: str) -> Message:
     images = [
         {"url": p.url, "data": p.data, "media_type": p.media_type}
         for p in m.parts
         if isinstance(p, llm.ImagePart)
     ]
     return Message(
-        thread=thread,
+        thread_id=thread_id,
         seq=seq,
         role=m.role,
         content=m.text,
@@ -811,7 +811,7 @@ def thread_turn_begin(
                 message_count=len(incoming), **lease,
             )
             rows_insert([new])
-            rows = rows_insert([_message_row(new, i, m, dialect)
+            rows = rows_insert([_message_row(new.pk, i, m, dialect)
                                 for i, m in enumerate(incoming)])
             _announce_turn_begin(agent=agent, client=client, thread=new, rows=rows,
                                  created=True)
@@ -850,7 +850,7 @@ def thread_turn_begin(
             history = incoming
             new_chain = chain[matched:]
         rows = rows_insert([
-            _message_row(thread, thread.message_count + i, m, dialect)
+            _message_row(thread.pk, thread.message_count + i, m, dialect)
             for i, m in enumerate(new_messages)
         ])
         count = thread.message_count + len(new_messages)
@@ -1018,7 +1018,7 @@ def thread_turn_finish(
             for lease_field in ("lock_token", "lock_expires_at"):
                 update.pop(lease_field)
             rows_update(Thread, where={"id": start.thread_id}, values=update)
-        row = _message_row(Thread(pk=start.thread_id), seq, reply, dialect)
+        row = _message_row(start.thread_id, seq, reply, dialect)
         row.reasoning = result.reasoning
         row.finish_reason = result.finish_reason
         row.error = result.error
