@@ -161,13 +161,17 @@ def _thread_loop() -> asyncio.AbstractEventLoop:
 def _drain_own_loop(timeout: float = 5.0) -> None:
     """At exit, let the daemon thread's loop hand over what it still holds: a management
     command (``gaia agents import``) exits right after its last write, and the daemon thread
-    would otherwise die with that write's events still queued."""
+    would otherwise die with that write's events still queued. Also for tests: the events of
+    writes made outside any event loop have reached the channel layer once this returns."""
     loop = _own_loop
     if loop is None or not loop.is_running():
         return
     with contextlib.suppress(Exception):
         # Queued after every call_soon_threadsafe hand-off made so far, so it sees them all.
         asyncio.run_coroutine_threadsafe(flush(), loop).result(timeout)
+
+
+flush_thread_loop = _drain_own_loop
 
 
 def _publish(group: str, payload: dict[str, Any]) -> None:
@@ -371,14 +375,30 @@ async def _group_listen(group: str, handle: Callable[[dict[str, Any]], Awaitable
 # (close_old_connections): with 100 sockets that halved /v1's throughput
 # (scripts/perf/feed.py). Each event is also serialised once here, not once per socket.
 
-FeedSubscriber = Callable[[list[tuple[dict[str, Any], str]]], None]
-_feed_subscribers: dict[asyncio.AbstractEventLoop, list[FeedSubscriber]] = {}
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
+def open_text(event: dict[str, Any]) -> str:
+    """``event``'s JSON text without its closing brace: a socket appends its own ``seq``."""
+    return _dumps(event)[:-1]
+
+
+@dataclass
+class FeedBatch:
+    """Feed events as they reached this process, and each one's :func:`open_text` (made
+    once per process, however many sockets send it)."""
+
+    events: list[dict[str, Any]]
+    texts: list[str]
+
+
+FeedSubscriber = Callable[[FeedBatch], None]
+_feed_subscribers: dict[asyncio.AbstractEventLoop, list[FeedSubscriber]] = {}
+
+
 async def feed_join(subscriber: FeedSubscriber) -> None:
-    """Call ``subscriber(batch)`` (on this loop) with every batch of feed events from now
-    on, each event with its JSON text minus the closing brace; returns once this process's
+    """Call ``subscriber(batch)`` (on this loop) with every :class:`FeedBatch` of feed events
+    from now on; returns once this process's
     listener has joined the feed group (nothing committed after this returns is missed).
     ``subscriber`` must not block: it runs inline for every batch."""
     loop = asyncio.get_running_loop()
@@ -400,8 +420,8 @@ async def _handle_feed(message: dict[str, Any]) -> None:
     subscribers = _feed_subscribers.get(asyncio.get_running_loop())
     if not subscribers or message.get("type") != FEED_MESSAGE:
         return
-    # Open (no closing brace): each socket appends its own "seq" and closes it.
-    batch = [(event, _dumps(event)[:-1]) for event in message["events"]]
+    events = message["events"]
+    batch = FeedBatch(events, [open_text(event) for event in events])
     for subscriber in list(subscribers):
         try:
             subscriber(batch)

@@ -71,6 +71,10 @@ async def layer() -> AsyncIterator[Any]:
 
 
 def communicator(*headers: tuple[str, str], path: str = "/ws") -> WebsocketCommunicator:
+    # The fixtures' writes (an agent, a key) published their events from a loop of their own
+    # (no loop runs while sync fixtures do): let those reach the layer now, not the socket
+    # this opens. Blocks this loop briefly; the publishing loop is another thread's.
+    realtime.flush_thread_loop()
     return WebsocketCommunicator(
         application, path, headers=[(k.encode(), v.encode()) for k, v in headers])
 
