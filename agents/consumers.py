@@ -33,12 +33,15 @@ import collections
 import json
 import logging
 import uuid
+from importlib import import_module
 from typing import Any
 from urllib.parse import parse_qs
 
+from channels.auth import AuthMiddleware
 from channels.consumer import get_handler_name
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from channels.security.websocket import OriginValidator
+from channels.sessions import CookieMiddleware
 from django.conf import settings
 
 from agents import realtime, runtime, selectors, services
@@ -97,6 +100,29 @@ def origin_checked(application: Any) -> BrowserOriginValidator:
     if settings.DEBUG and not allowed:
         allowed = ["localhost", "127.0.0.1", "[::1]"]
     return BrowserOriginValidator(application, allowed)
+
+
+class SessionReader:
+    """Channels' ``SessionMiddleware`` for consumers that read the session and never write
+    it (the feed): the session the cookie names goes into the scope as Channels puts it there,
+    but without Channels' wrapper around ``send``, which asked on every message sent whether
+    the session needed saving (lazy-object lookups on each feed message: a visible share of
+    what a socket costs, scripts/perf/feed.py). Needs ``CookieMiddleware`` outside it."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> Any:
+        if "cookies" not in scope:
+            raise ValueError("SessionReader needs CookieMiddleware outside it")
+        store = import_module(settings.SESSION_ENGINE).SessionStore
+        key = scope["cookies"].get(settings.SESSION_COOKIE_NAME)
+        return await self.inner(dict(scope, session=store(key)), receive, send)
+
+
+def feed_auth_stack(inner: Any) -> Any:
+    """Channels' ``AuthMiddlewareStack`` with a session that is read, never saved."""
+    return CookieMiddleware(SessionReader(AuthMiddleware(inner)))
 
 
 def feed_snapshot() -> dict[str, Any]:

@@ -19,7 +19,6 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gaia_site.settings")
 django_asgi_app = get_asgi_application()
 
-from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
@@ -27,7 +26,7 @@ from django.core.exceptions import RequestAborted  # noqa: E402
 from django.core.handlers.asgi import ASGIHandler, get_script_prefix  # noqa: E402
 from django.urls import get_resolver, set_script_prefix  # noqa: E402
 
-from agents.consumers import origin_checked  # noqa: E402
+from agents.consumers import feed_auth_stack, origin_checked  # noqa: E402
 from gaia_site.lifespan import Lifespan  # noqa: E402
 from gaia_site.routing import websocket_urlpatterns  # noqa: E402
 from openai_api.asgi import BodyLimit  # noqa: E402
@@ -138,7 +137,7 @@ application = Lifespan(ProtocolTypeRouter(
         "http": BodyLimit(http_application),
         # Channels' AllowedHostsOriginValidator, but letting non-browser clients (no Origin)
         # through to the feed's own authentication (agents.consumers).
-        "websocket": origin_checked(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        "websocket": origin_checked(feed_auth_stack(URLRouter(websocket_urlpatterns))),
     }
 ))
 
