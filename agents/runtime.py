@@ -740,6 +740,16 @@ class Turn:
         finally:
             self._unregister()
 
+    def _agent_busy_elsewhere(self) -> str | None:
+        """Another thread this process's turns of the same agent hold, if any: the agent is
+        still at work there, and the end of this turn need not ask the database so (under
+        load there nearly always is one)."""
+        for thread_id, turns in _inflight.items():
+            if thread_id != self._registered and any(
+                    t.agent.pk == self.agent.pk and not t._closed for t in turns):
+                return thread_id
+        return None
+
     async def _record(self, error: BaseException | None) -> None:
         if self._start is None:
             try:
@@ -781,7 +791,7 @@ class Turn:
             r.error = f"Internal error: {type(error).__name__}"
         try:
             await run_db(services.thread_turn_finish, start=self._start, result=r,
-                         dialect=self.spec.dialect)
+                         dialect=self.spec.dialect, busy_with=self._agent_busy_elsewhere())
         except Exception as exc:
             # The database refused the reply: record that instead, which releases the lease.
             log.exception("could not store the reply on thread %s", self._start.thread_id)

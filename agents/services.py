@@ -977,11 +977,14 @@ class TurnResult:
 
 
 def thread_turn_finish(
-    *, start: TurnStart, result: TurnResult, dialect: str
+    *, start: TurnStart, result: TurnResult, dialect: str, busy_with: Any = None
 ) -> None:
     """Store the assistant's reply (partial and failed ones too), update the thread and
     release the lease. Two writes while the lease is held; a lease that expired meanwhile
-    still gets its reply stored, after the thread's current last message."""
+    still gets its reply stored, after the thread's current last message.
+
+    ``busy_with``: another thread the agent is at work on, if the caller knows one (a turn
+    of its own process); else the database is asked (any process's)."""
     now = timezone.now()
     reply = llm.Message(
         role="assistant",
@@ -1034,16 +1037,16 @@ def thread_turn_finish(
         row.note = result.note[:500]
         rows_insert([row])
         _announce_turn_finish(start=start, result=result, row=row, now=now,
-                              message_count=update["message_count"])
+                              message_count=update["message_count"], busy_with=busy_with)
 
 
 def _announce_turn_finish(*, start: TurnStart, result: TurnResult, row: Message,
-                          now: Any, message_count: int) -> None:
+                          now: Any, message_count: int, busy_with: Any = None) -> None:
     """The feed hears of the reply, the thread's new status, any error and whether the agent
     is still at work (another thread of its may hold a lease, in any process)."""
     slug = start.agent_slug
-    busy = selectors.agent_leased_thread(agent_id=start.agent_id, now=now,
-                                         other_than=start.thread_id)
+    busy = busy_with or selectors.agent_leased_thread(agent_id=start.agent_id, now=now,
+                                                      other_than=start.thread_id)
     events = [
         realtime.event("message", message=selectors.message_public(
             row, agent=slug, client=start.client)),

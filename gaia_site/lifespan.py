@@ -5,7 +5,8 @@ its handlers before the lifespan starts), so from the moment a stop is asked for
 the server later cancels are recorded as interrupted rather than as clients that left; and it
 schedules one sweep for turns a dead process left behind (their leases expire a lease's length
 after it died). At shutdown, after the server's graceful period, it waits until every turn of
-the process is recorded and its lease released.
+the process is recorded and its lease released. With ``GAIA_PIN_CORES`` it pins the process to
+a core of its own (:mod:`gaia_site.affinity`).
 """
 
 from __future__ import annotations
@@ -58,6 +59,10 @@ class Lifespan:
                         previous(signum, frame)
 
                 signal.signal(sig, handler)
+        if settings.GAIA_PIN_CORES:
+            from gaia_site.affinity import pin_to_free_core
+
+            pin_to_free_core()
         self._sweep = asyncio.get_running_loop().create_task(self._sweep_later())
 
     async def _sweep_later(self) -> None:

@@ -262,6 +262,8 @@ GAIA_THREAD_WAIT_SECONDS = env.float("GAIA_THREAD_WAIT_SECONDS", default=300.0)
 GAIA_DEBUG_REQUESTS = env.bool("GAIA_API_DEBUG", default=False)
 GAIA_SHOW_PROMPTS = env.bool("GAIA_SHOW_PROMPTS", default=False)
 GAIA_DB_THREADS = env.int("GAIA_DB_THREADS", default=4)  # PostgreSQL; SQLite uses one
+# Pin each server process to a core of its own (Linux; gaia_site/affinity.py).
+GAIA_PIN_CORES = env.bool("GAIA_PIN_CORES", default=False)
 GAIA_LOCAL_MODEL_PATH = env.str("GAIA_LOCAL_MODEL_PATH", default="")
 GAIA_ORGANISM_NAME = env.str("GAIA_ORGANISM_NAME", default="gaia")
 # Benchmark runs (benchmarks/worker.py): without REDIS_URL the server runs them in a thread.

@@ -168,3 +168,43 @@ def test_setup_defaults_never_undo_an_admins_changes():
     assert agent.provider == upstream
     assert agent.instructions == "Custom."
     assert Agent.objects.filter(slug__startswith="mesh-").count() == 4
+
+
+def _agent_states(monkeypatch, django_capture_on_commit_callbacks, run):
+    from agents import realtime
+
+    sent = []
+    monkeypatch.setattr(realtime, "send_event", sent.append)
+    with django_capture_on_commit_callbacks(execute=True):
+        run()
+    return [e for e in sent if e["event"] == "agent_state"]
+
+
+def test_a_turns_end_says_whether_its_agent_is_still_at_work(
+        make_agent, monkeypatch, django_capture_on_commit_callbacks):
+    agent = make_agent()
+    first = begin(agent, None, msgs(("user", "one")), session="a")
+    second = begin(agent, None, msgs(("user", "two")), session="b")
+    # Asked of the database: the other thread still holds its lease.
+    [state] = _agent_states(monkeypatch, django_capture_on_commit_callbacks,
+                            lambda: finish(first, "1"))
+    assert (state["state"], state["current_thread"]) == ("processing", str(second.thread_id))
+    [state] = _agent_states(monkeypatch, django_capture_on_commit_callbacks,
+                            lambda: finish(second, "2"))
+    assert (state["state"], state["current_thread"]) == ("idle", None)
+
+
+def test_a_turns_end_takes_the_callers_word_for_the_agents_other_work(
+        make_agent, monkeypatch, django_capture_on_commit_callbacks):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    agent = make_agent()
+    start = begin(agent, None, msgs(("user", "one")))
+    with CaptureQueriesContext(connection) as queries:
+        [state] = _agent_states(
+            monkeypatch, django_capture_on_commit_callbacks,
+            lambda: thread_turn_finish(start=start, result=TurnResult(text="1"),
+                                       dialect="chat", busy_with="elsewhere"))
+    assert (state["state"], state["current_thread"]) == ("processing", "elsewhere")
+    assert not any("lock_expires_at\" >" in q["sql"] for q in queries.captured_queries)
