@@ -399,9 +399,9 @@ class InjectApi(OperatorApi):
     ``GET /threads/{id}`` once stored). ``payload``: a string, or an object with ``text`` (or
     ``content``) holding one. A ``thread_id`` continues that thread (its agent must be
     ``to``); 409 if a turn is running on it. A key limited to some agents may only inject
-    into those (403)."""
+    into those (403); 404 for an unknown agent or thread."""
 
-    schema_errors = (409, 503)
+    schema_errors = (404, 409, 503)
 
     @extend_schema_serializer(component_name="Inject")
     class InputSerializer(serializers.Serializer):
