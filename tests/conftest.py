@@ -20,6 +20,7 @@ from typing import Any
 
 import httpx
 import pytest
+from django.conf import settings as django_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -27,6 +28,10 @@ ROOT = Path(__file__).resolve().parent.parent
 # one): runs submitted here are executed explicitly by the tests, and the embedded worker is
 # tested in real server processes, which get the variable they need from start_gaia.
 os.environ.setdefault("GAIA_EMBEDDED_WORKER", "0")
+# pytest-django has loaded the settings before this file runs, so the variable alone came too
+# late for this process (settings.GAIA_EMBEDDED_WORKER was True: an in-process import of
+# gaia_site.asgi started a worker that kept polling the test database).
+django_settings.GAIA_EMBEDDED_WORKER = False
 
 
 def free_port() -> int:
