@@ -154,11 +154,11 @@ def _thread_loop() -> asyncio.AbstractEventLoop:
             threading.Thread(target=run, name="gaia-realtime", daemon=True).start()
             started.wait()
             _own_loop = loop
-            atexit.register(_drain_own_loop)
+            atexit.register(flush_thread_loop)
         return _own_loop
 
 
-def _drain_own_loop(timeout: float = 5.0) -> None:
+def flush_thread_loop(timeout: float = 5.0) -> None:
     """At exit, let the daemon thread's loop hand over what it still holds: a management
     command (``gaia agents import``) exits right after its last write, and the daemon thread
     would otherwise die with that write's events still queued. Also for tests: the events of
@@ -169,9 +169,6 @@ def _drain_own_loop(timeout: float = 5.0) -> None:
     with contextlib.suppress(Exception):
         # Queued after every call_soon_threadsafe hand-off made so far, so it sees them all.
         asyncio.run_coroutine_threadsafe(flush(), loop).result(timeout)
-
-
-flush_thread_loop = _drain_own_loop
 
 
 def _publish(group: str, payload: dict[str, Any]) -> None:
