@@ -20,6 +20,10 @@ operator services (its commands). Protocol, in the order a client sees it:
    ``{"event": "ack", "id": ..., "cmd": ...}`` or ``{"event": "error", "id": ..., "code": ...,
    "error": ...}``. Bad JSON and unknown commands get an ``error`` too; the socket stays open.
 
+With ``?batch=1`` every message is a JSON array of events (each with its own ``seq``), at most
+one message per ``realtime.FEED_BATCH_INTERVAL`` (0.1 s) besides replies to commands: the
+events of that interval, formatted once per process for every such socket.
+
 A slow client never slows anyone else: the channel-layer handler only filters and appends to
 this socket's bounded queue, and a sender task writes to the socket. Past
 ``GAIA_FEED_QUEUE_MAX`` queued events new ones are dropped and counted, and the client gets
@@ -62,10 +66,6 @@ log = logging.getLogger("gaia.feed")
 # thousands digit mirrors the HTTP status).
 CLOSE_UNAUTHENTICATED = 4001
 CLOSE_FORBIDDEN = 4003
-
-# With ?batch=1: events per message at most, and the shortest time between two messages.
-BATCH_MAX = 500
-BATCH_INTERVAL = 0.1
 
 COMMANDS = ("auth", "subscribe", "inject", "kill", "pause", "resume")
 
@@ -233,8 +233,9 @@ class FeedConsumer(AsyncJsonWebsocketConsumer):
         self.agents: frozenset[str] = frozenset()
         self.events: frozenset[str] = frozenset()
         # What the client is sent next: open JSON texts (realtime.open_text), each closed
-        # with this socket's "seq" as it leaves.
-        self._out: collections.deque[str] = collections.deque()
+        # with this socket's "seq" as it leaves, and (batch mode) whole FeedChunks.
+        self._out: collections.deque[str | realtime.FeedChunk] = collections.deque()
+        self._queued = 0  # events in _out
         self._wake = asyncio.Event()
         self._missed = 0
         self._seq = 0
@@ -242,7 +243,6 @@ class FeedConsumer(AsyncJsonWebsocketConsumer):
         self._sender: asyncio.Task[None] | None = None
         self._auth_timer: asyncio.Task[None] | None = None
         self.batch = False  # /ws?batch=1: every message is a JSON array of events
-        self._sent_at = 0.0
         self._max = 0  # queued events at most (set on connect)
 
     async def dispatch(self, message: dict[str, Any]) -> None:
@@ -307,11 +307,12 @@ class FeedConsumer(AsyncJsonWebsocketConsumer):
         self.authenticated = True
         if self._auth_timer is not None:
             self._auth_timer.cancel()
-        await realtime.feed_join(self._feed_batch)
+        await realtime.feed_join(self._feed_batch, paced=self.batch)
         self._joined = True
         snapshot = await run_db(feed_snapshot)
         self._out.appendleft(realtime.open_text({"event": "connected",
                                                  "timestamp": realtime.now_iso(), **snapshot}))
+        self._queued += 1
         self._sender = asyncio.create_task(self._send_loop(), name="gaia-feed-sender")
         self._wake.set()
 
@@ -328,6 +329,7 @@ class FeedConsumer(AsyncJsonWebsocketConsumer):
     def _lagged(self) -> None:
         self._out.append(realtime.open_text({"event": "lagged", "timestamp": realtime.now_iso(),
                                              "missed": self._missed}))
+        self._queued += 1
         self._missed = 0
 
     def _queue(self, item: dict[str, Any], text: str | None = None, *,
@@ -335,29 +337,52 @@ class FeedConsumer(AsyncJsonWebsocketConsumer):
         """Queue ``item`` (with its open JSON ``text`` if already made) for the client; a feed
         event is dropped (and counted) when the queue is full. Replies to the client's
         commands (``always``) are never dropped."""
-        if not always and len(self._out) >= self._max:
+        if not always and self._queued >= self._max:
             self._missed += 1
             return
         if self._missed:
             self._lagged()  # where the gap is
         self._out.append(text if text is not None else realtime.open_text(item))
+        self._queued += 1
         self._wake.set()
 
-    def _take(self, n: int) -> list[str]:
-        """The next ``n`` queued messages, each closed with its ``seq``."""
+    def _take_one(self) -> str:
+        """The next queued event (one event per message), closed with its ``seq``."""
+        text = self._out.popleft()
+        assert isinstance(text, str)  # chunks go to batch sockets only
+        self._queued -= 1
+        self._seq += 1
+        return _WITH_SEQ(text, self._seq)
+
+    def _take_array(self) -> str:
+        """What is queued, up to ``FEED_BATCH_MAX`` events (at least one item), as one JSON
+        array, each event with its ``seq``."""
         out = self._out
-        if n == len(out):
-            texts = list(out)
-            out.clear()
-        else:
-            texts = [out.popleft() for _ in range(n)]
-        first = self._seq + 1
-        self._seq += n
-        # str.format mapped in C: no Python call per event (100 sockets each send every one).
-        return list(map(_WITH_SEQ, texts, range(first, first + n)))
+        head = out[0]
+        if isinstance(head, realtime.FeedChunk) and len(out) == 1:  # the usual case
+            out.popleft()
+            message = head.array(self._seq + 1)
+            self._seq += len(head.texts)
+            self._queued = 0
+            return message
+        parts: list[str] = []
+        taken = 0
+        while out:
+            item = out[0]
+            n = len(item.texts) if isinstance(item, realtime.FeedChunk) else 1
+            if taken and taken + n > realtime.FEED_BATCH_MAX:
+                break
+            out.popleft()
+            first = self._seq + 1
+            self._seq += n
+            taken += n
+            parts.append(item.items(first) if isinstance(item, realtime.FeedChunk)
+                         else _WITH_SEQ(item, first))
+        self._queued -= taken
+        return f"[{','.join(parts)}]"
 
     async def _send_loop(self) -> None:
-        loop = asyncio.get_running_loop()
+        take = self._take_array if self.batch else self._take_one
         try:
             while True:
                 if not self._out:
@@ -367,17 +392,9 @@ class FeedConsumer(AsyncJsonWebsocketConsumer):
                     self._wake.clear()
                     await self._wake.wait()
                     continue
-                if self.batch:
-                    # At most one message per BATCH_INTERVAL: what arrives meanwhile joins it,
-                    # so a socket costs the server a bounded number of sends per second.
-                    wait = self._sent_at + BATCH_INTERVAL - loop.time()
-                    if wait > 0 and len(self._out) < BATCH_MAX:
-                        await asyncio.sleep(wait)
-                    texts = self._take(min(len(self._out), BATCH_MAX))
-                    self._sent_at = loop.time()
-                    await self.send(text_data=f"[{','.join(texts)}]")
-                else:
-                    await self.send(text_data=self._take(1)[0])
+                # Batch mode needs no pacing here: realtime hands this socket one chunk per
+                # FEED_BATCH_INTERVAL, and what queues while a send waits joins the next one.
+                await self.send(text_data=take())
         except asyncio.CancelledError:
             raise
         except Exception:  # the socket is gone; websocket_disconnect cleans up
@@ -396,9 +413,15 @@ class FeedConsumer(AsyncJsonWebsocketConsumer):
         """A batch of feed events (agents.realtime.feed_join)."""
         if self.closed:
             return
+        n = len(batch.texts)
         if (not (self.events or self.threads or self.agents) and not self._missed
-                and len(self._out) + len(batch.texts) <= self._max):
-            self._out.extend(batch.texts)  # the common case, without a call per event
+                and self._queued + n <= self._max):
+            # The common case, without a call per event.
+            if isinstance(batch, realtime.FeedChunk):
+                self._out.append(batch)
+            else:
+                self._out.extend(batch.texts)
+            self._queued += n
             self._wake.set()
             return
         for event, text in zip(batch.events, batch.texts, strict=True):

@@ -203,6 +203,22 @@ def _nobody_in(layer: Any, group: str) -> bool:
     return isinstance(layer, InMemoryChannelLayer) and not layer.groups.get(group)
 
 
+def _only_this_loop_listens(layer: Any, group: str) -> bool:
+    """Whether the in-memory layer's only member of ``group`` is this loop's listener, with
+    nothing of it still queued: then a batch can be handed to the listener's handler at once,
+    without the layer's deep copy of every event (a copy per batch: a few % of a turn when
+    sockets watch the feed). Same order, same loop, same moment: the copy happened here too."""
+    from channels.layers import InMemoryChannelLayer
+
+    if not isinstance(layer, InMemoryChannelLayer):
+        return False
+    channel = _channels.get((asyncio.get_running_loop(), group))
+    if channel is None or list(layer.groups.get(group) or ()) != [channel]:
+        return False
+    queue = layer.channels.get(channel)
+    return queue is None or queue.empty()
+
+
 async def _send_pending(outlet: _LoopOutlet) -> None:
     from channels.layers import get_channel_layer
 
@@ -214,7 +230,9 @@ async def _send_pending(outlet: _LoopOutlet) -> None:
             if _nobody_in(layer, group):
                 continue
             try:
-                if group == FEED_GROUP:
+                if group == FEED_GROUP and _only_this_loop_listens(layer, group):
+                    await _handle_feed({"type": FEED_MESSAGE, "events": payloads})
+                elif group == FEED_GROUP:
                     await layer.group_send(group, {"type": FEED_MESSAGE, "events": payloads})
                 else:
                     for payload in payloads:
@@ -285,6 +303,7 @@ async def control_ready() -> None:
 
 _listeners: dict[tuple[asyncio.AbstractEventLoop, str], asyncio.Task[None]] = {}
 _listening: dict[tuple[asyncio.AbstractEventLoop, str], asyncio.Event] = {}
+_channels: dict[tuple[asyncio.AbstractEventLoop, str], str] = {}  # each listener's channel
 
 
 def _ensure_listener(group: str, handle: Callable[[dict[str, Any]], Awaitable[None]]) -> None:
@@ -295,6 +314,7 @@ def _ensure_listener(group: str, handle: Callable[[dict[str, Any]], Awaitable[No
         for key in [k for k in _listeners if k[0].is_closed()]:  # loops gone (tests)
             _listeners.pop(key, None)
             _listening.pop(key, None)
+            _channels.pop(key, None)
         _listening[(loop, group)] = asyncio.Event()
         task = _listeners[(loop, group)] = loop.create_task(
             _group_listen(group, handle), name=f"gaia-listen-{group}")
@@ -320,6 +340,7 @@ async def listeners_stop() -> None:
     for key in [k for k in _listeners if k[0] is loop]:
         _listeners.pop(key, None)
         _listening.pop(key, None)
+        _channels.pop(key, None)
 
 
 async def _group_listen(group: str, handle: Callable[[dict[str, Any]], Awaitable[None]]
@@ -334,6 +355,7 @@ async def _group_listen(group: str, handle: Callable[[dict[str, Any]], Awaitable
         try:
             channel = await layer.new_channel()
             await layer.group_add(group, channel)
+            _channels[(asyncio.get_running_loop(), group)] = channel
             ready.set()
             delay = 0.1
             while True:
@@ -346,6 +368,7 @@ async def _group_listen(group: str, handle: Callable[[dict[str, Any]], Awaitable
                     continue
                 await handle(message)
         except asyncio.CancelledError:
+            _channels.pop((asyncio.get_running_loop(), group), None)
             if channel is not None:
                 # Bounded: a Redis connection cut by the cancelled read can leave this
                 # waiting forever, and with it the event loop's shutdown.
@@ -371,6 +394,17 @@ async def _group_listen(group: str, handle: Callable[[dict[str, Any]], Awaitable
 # (in-memory layer), a channel-layer read and Channels' dispatch with its thread hop
 # (close_old_connections): with 100 sockets that halved /v1's throughput
 # (scripts/perf/feed.py). Each event is also serialised once here, not once per socket.
+#
+# Two kinds of subscriber. An *immediate* one (a socket sending one event per message) gets
+# each FeedBatch as it reaches the process. A *paced* one (a socket sending arrays of events)
+# gets at most one FeedChunk per FEED_BATCH_INTERVAL: what reached the process meanwhile, made
+# once into a %-template whose only per-socket part is the sockets' own ``seq`` numbers, so
+# that 100 such sockets cost one C-level format and one send each, not a Python step per
+# event per socket.
+
+# A paced subscriber's chunks: at most one per interval (seconds), at most this many events.
+FEED_BATCH_INTERVAL = 0.1
+FEED_BATCH_MAX = 500
 
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
@@ -389,41 +423,147 @@ class FeedBatch:
     texts: list[str]
 
 
+# A socket's seq numbers written into a FeedChunk's text: numbers below 10,000 come from
+# SEQ_SMALL, larger ones are str(seq // 10,000) followed by SEQ_LOW[seq % 10,000] (built on
+# first use; 20,000 short strings). Formatting them per event per socket (str(), or a
+# %-template, which copies its text a character at a time) was most of what a batch socket
+# cost; looked up, a 150-event message takes 7 µs instead of 50 (scripts/perf/feed.py).
+_SEQ_SPAN = 10_000
+_seq_tables: tuple[list[str], list[str]] | None = None
+
+
+def _seq_parts(first: int, n: int) -> tuple[list[str], list[str]] | None:
+    """The high and low parts of seq ``first`` .. ``first + n - 1``, or None when they cross a
+    multiple of 10,000 (then the caller writes them out)."""
+    global _seq_tables
+    high, low = divmod(first, _SEQ_SPAN)
+    if low + n > _SEQ_SPAN:
+        return None
+    if _seq_tables is None:
+        _seq_tables = ([str(i) for i in range(_SEQ_SPAN)],
+                       [f"{i:04d}" for i in range(_SEQ_SPAN)])
+    small, padded = _seq_tables
+    if high:
+        return [str(high)] * n, padded[low:low + n]
+    return [""] * n, small[low:low + n]
+
+
+class FeedChunk(FeedBatch):
+    """Up to :data:`FEED_BATCH_MAX` feed events for paced subscribers, the same for all of
+    them. :meth:`array` is a socket's message: the events as a JSON array, numbered from the
+    socket's next ``seq``."""
+
+    def __init__(self, events: list[dict[str, Any]], texts: list[str]) -> None:
+        super().__init__(events, texts)
+        # Every event's open text, three slots apart: a socket fills the two slots after
+        # each (its seq's high and low parts) and joins the list.
+        self._frame: list[str] | None = None
+
+    def _fill(self, first: int, opening: str, closing: str) -> str:
+        frame = self._frame
+        n = len(self.texts)
+        if frame is None:
+            frame = self._frame = [""] * (3 * n + 1)
+            frame[0::3] = [("}," if i else "") + text + ',"seq":'
+                           for i, text in enumerate(self.texts)] + ["}"]
+        parts = frame.copy()
+        parts[0] = opening + parts[0]
+        parts[-1] += closing
+        seq = _seq_parts(first, n)
+        if seq is None:
+            parts[2::3] = map(str, range(first, first + n))
+        else:
+            parts[1::3], parts[2::3] = seq
+        return "".join(parts)
+
+    def array(self, first: int) -> str:
+        """``[event, ...]`` with seq ``first``, ``first + 1``..."""
+        return self._fill(first, "[", "]")
+
+    def items(self, first: int) -> str:
+        """The events, comma-separated, without the brackets (for an array that holds more)."""
+        return self._fill(first, "", "")
+
+
 FeedSubscriber = Callable[[FeedBatch], None]
-_feed_subscribers: dict[asyncio.AbstractEventLoop, list[FeedSubscriber]] = {}
 
 
-async def feed_join(subscriber: FeedSubscriber) -> None:
-    """Call ``subscriber(batch)`` (on this loop) with every :class:`FeedBatch` of feed events
-    from now on; returns once this process's
-    listener has joined the feed group (nothing committed after this returns is missed).
-    ``subscriber`` must not block: it runs inline for every batch."""
+@dataclass
+class _Fanout:
+    """One event loop's feed subscribers, and the events waiting for its paced ones."""
+
+    immediate: list[FeedSubscriber] = field(default_factory=list)
+    paced: list[FeedSubscriber] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)
+    last: float = float("-inf")  # when the paced ones were last handed a chunk
+    timer: asyncio.TimerHandle | None = None
+
+
+_fanouts: dict[asyncio.AbstractEventLoop, _Fanout] = {}
+
+
+async def feed_join(subscriber: FeedSubscriber, *, paced: bool = False) -> None:
+    """Call ``subscriber`` (on this loop) with the feed's events from now on: every
+    :class:`FeedBatch` as it arrives, or, if ``paced``, a :class:`FeedChunk` at most every
+    :data:`FEED_BATCH_INTERVAL` (the first at once). Returns once this process's listener has
+    joined the feed group (nothing committed after this returns is missed). ``subscriber``
+    must not block: it runs inline."""
     loop = asyncio.get_running_loop()
-    for gone in [lp for lp in _feed_subscribers if lp.is_closed()]:
-        del _feed_subscribers[gone]
-    _feed_subscribers.setdefault(loop, []).append(subscriber)
+    for gone in [lp for lp in _fanouts if lp.is_closed()]:
+        del _fanouts[gone]
+    fanout = _fanouts.setdefault(loop, _Fanout())
+    (fanout.paced if paced else fanout.immediate).append(subscriber)
     _ensure_listener(FEED_GROUP, _handle_feed)
     await _listening[(loop, FEED_GROUP)].wait()
 
 
 def feed_leave(subscriber: FeedSubscriber) -> None:
     """Stop calling ``subscriber``; idempotent."""
-    subscribers = _feed_subscribers.get(asyncio.get_running_loop(), [])
-    with contextlib.suppress(ValueError):
-        subscribers.remove(subscriber)
-
-
-async def _handle_feed(message: dict[str, Any]) -> None:
-    subscribers = _feed_subscribers.get(asyncio.get_running_loop())
-    if not subscribers or message.get("type") != FEED_MESSAGE:
+    fanout = _fanouts.get(asyncio.get_running_loop())
+    if fanout is None:
         return
-    events = message["events"]
-    batch = FeedBatch(events, [open_text(event) for event in events])
+    for subscribers in (fanout.immediate, fanout.paced):
+        with contextlib.suppress(ValueError):
+            subscribers.remove(subscriber)
+
+
+def _call_each(subscribers: list[FeedSubscriber], batch: FeedBatch) -> None:
     for subscriber in list(subscribers):
         try:
             subscriber(batch)
         except Exception:
             log.exception("feed subscriber failed")
+
+
+async def _handle_feed(message: dict[str, Any]) -> None:
+    loop = asyncio.get_running_loop()
+    fanout = _fanouts.get(loop)
+    if fanout is None or message.get("type") != FEED_MESSAGE:
+        return
+    if not (fanout.immediate or fanout.paced):
+        return
+    events = message["events"]
+    texts = [open_text(event) for event in events]
+    if fanout.immediate:
+        _call_each(fanout.immediate, FeedBatch(events, texts))
+    if fanout.paced:
+        fanout.events += events
+        fanout.texts += texts
+        if fanout.timer is None:
+            wait = max(0.0, fanout.last + FEED_BATCH_INTERVAL - loop.time())
+            fanout.timer = loop.call_later(wait, _pace, fanout)
+
+
+def _pace(fanout: _Fanout) -> None:
+    """Hand the paced subscribers what gathered since the last time, in chunks."""
+    fanout.timer = None
+    fanout.last = asyncio.get_running_loop().time()
+    events, texts = fanout.events, fanout.texts
+    fanout.events, fanout.texts = [], []
+    for at in range(0, len(events), FEED_BATCH_MAX):
+        _call_each(fanout.paced, FeedChunk(events[at:at + FEED_BATCH_MAX],
+                                           texts[at:at + FEED_BATCH_MAX]))
 
 
 async def _handle_control(message: dict[str, Any]) -> None:

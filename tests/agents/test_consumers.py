@@ -537,7 +537,8 @@ class GatedFeed(FeedConsumer):
     async def send(self, text_data: Any = None, bytes_data: Any = None,
                    close: bool = False) -> None:
         payload = json.loads(text_data)
-        if payload["event"] != "connected":
+        first = payload[0] if isinstance(payload, list) else payload  # ?batch=1: arrays
+        if first["event"] != "connected":
             await self.gate.wait()
         await super().send(text_data=text_data, bytes_data=bytes_data, close=close)
 
@@ -567,3 +568,60 @@ async def test_a_slow_client_is_told_how_many_events_it_missed(layer, operator_k
     assert (await recv(slow))["change"] == "after"
     await slow.disconnect()
     await fast.disconnect()
+
+
+async def test_a_slow_batch_client_is_told_how_many_events_it_missed(layer, operator_key,
+                                                                     echo_agent):
+    """Batch mode queues whole chunks of events; one that does not fit is queued event by
+    event up to the bound, the rest counted."""
+    from channels.auth import AuthMiddlewareStack
+
+    GatedFeed.gate = asyncio.Event()
+    slow = WebsocketCommunicator(AuthMiddlewareStack(GatedFeed.as_asgi()), "/ws?batch=1",
+                                 headers=[(b"x-api-key", operator_key[1].encode())])
+    assert (await slow.connect(TIMEOUT))[0]
+    (hello,) = await slow.receive_json_from(TIMEOUT)
+    assert hello["event"] == "connected"
+    for i in range(20):
+        await run_db(services.agent_changed_announce, agent=echo_agent, change=f"c{i}")
+    await run_db(services.agent_changed_announce, agent=echo_agent, change="last")
+    await asyncio.sleep(3 * realtime.FEED_BATCH_INTERVAL)  # every chunk handed over
+    GatedFeed.gate.set()
+    got: list[dict[str, Any]] = []
+    async with asyncio.timeout(TIMEOUT):
+        while not got or got[-1]["event"] != "lagged":
+            message = await slow.receive_json_from(TIMEOUT)
+            assert isinstance(message, list)
+            got += message
+    changes = [e["change"] for e in got if e["event"] == "agent_changed"]
+    # Whatever fitted, in order and from the start; the lagged event counts the rest.
+    assert changes == [f"c{i}" for i in range(len(changes))]
+    assert 1 <= len(changes) <= 6
+    assert got[-1]["missed"] == 21 - len(changes)
+    assert [e["seq"] for e in got] == list(range(2, 2 + len(got)))
+    await run_db(services.agent_changed_announce, agent=echo_agent, change="after")
+    message = await slow.receive_json_from(TIMEOUT)
+    assert [e["change"] for e in message] == ["after"]
+    assert message[0]["seq"] == got[-1]["seq"] + 1
+    await slow.disconnect()
+
+
+async def test_a_filtered_batch_socket_gets_only_what_it_subscribed_to(layer, operator_key,
+                                                                      echo_agent,
+                                                                      other_agent):
+    comm = communicator(("x-api-key", operator_key[1]), path="/ws?batch=1")
+    assert (await comm.connect(TIMEOUT))[0]
+    await comm.receive_json_from(TIMEOUT)  # connected
+    await comm.send_json_to({"cmd": "subscribe", "id": 1, "agents": ["other"],
+                             "events": ["agent_changed"]})
+    (ack,) = await comm.receive_json_from(TIMEOUT)
+    assert ack["event"] == "ack"
+    for agent in (echo_agent, other_agent, echo_agent, other_agent):
+        await run_db(services.agent_changed_announce, agent=agent, change=agent.slug)
+    got: list[dict[str, Any]] = []
+    async with asyncio.timeout(TIMEOUT):
+        while len(got) < 2:
+            got += await comm.receive_json_from(TIMEOUT)
+    assert [(e["event"], e["agent"]) for e in got] == [("agent_changed", "other")] * 2
+    assert [e["seq"] for e in got] == [3, 4]
+    await comm.disconnect()

@@ -4,6 +4,8 @@ thread-safe hand-off to the event loop; and the runtime's registry of in-flight 
 from __future__ import annotations
 
 import asyncio
+import itertools
+import json
 import re
 import threading
 from collections.abc import Callable, Iterator
@@ -280,3 +282,99 @@ async def test_a_kill_for_another_thread_leaves_a_turn_alone(
     assert row.finish_reason == "stop"
     assert row.content == "a b c d e f"
     assert runtime.inflight_turns() == {}
+
+
+# ---------------------------------------------------------------------------------------------
+# The fan-out to this process's sockets
+
+
+@pytest.mark.parametrize("first", [1, 2, 9_990, 9_999, 10_000, 12_345, 19_997, 10**9 + 7])
+def test_a_chunk_numbers_its_events_from_the_sockets_next_seq(first: int) -> None:
+    events = [realtime.event("config_changed", reason=f"{i}: 100 %d %s {{}}") for i in range(7)]
+    chunk = realtime.FeedChunk(events, [realtime.open_text(e) for e in events])
+    array = json.loads(chunk.array(first))
+    assert array == [{**e, "seq": first + i} for i, e in enumerate(events)]
+    assert json.loads(f"[{chunk.items(first)}]") == array
+    assert json.loads(f"[{chunk.items(first + 7)},{chunk.items(first)}]") == [
+        {**e, "seq": first + 7 + i} for i, e in enumerate(events)] + array
+
+
+async def test_paced_subscribers_get_a_chunk_per_interval_immediate_ones_every_batch(
+        memory_layer: Any) -> None:
+    realtime.bind()
+    loop = asyncio.get_running_loop()
+    immediate: list[list[str]] = []
+    paced: list[tuple[float, list[str]]] = []
+
+    def on_batch(batch: realtime.FeedBatch) -> None:
+        assert not isinstance(batch, realtime.FeedChunk)
+        immediate.append([e["reason"] for e in batch.events])
+
+    def on_chunk(chunk: realtime.FeedBatch) -> None:
+        assert isinstance(chunk, realtime.FeedChunk)
+        paced.append((loop.time(), [e["reason"] for e in chunk.events]))
+
+    await realtime.feed_join(on_batch)
+    await realtime.feed_join(on_chunk, paced=True)
+    try:
+        start = loop.time()
+        sent = []
+        for i in range(40):  # over about 0.4 s: four or five intervals
+            sent.append(str(i))
+            realtime.send_event(realtime.event("config_changed", reason=str(i)))
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(2 * realtime.FEED_BATCH_INTERVAL)
+        assert [r for batch in immediate for r in batch] == sent
+        assert [r for _, chunk in paced for r in chunk] == sent
+        # The first event after a quiet spell goes at once, then one chunk per interval.
+        assert paced[0][0] - start < realtime.FEED_BATCH_INTERVAL / 2
+        gaps = [b[0] - a[0] for a, b in itertools.pairwise(paced)]
+        assert min(gaps) >= realtime.FEED_BATCH_INTERVAL - 0.01, gaps
+        assert len(paced) < len(immediate)
+    finally:
+        realtime.feed_leave(on_batch)
+        realtime.feed_leave(on_chunk)
+        await realtime.listeners_stop()
+
+
+async def test_a_process_alone_on_the_in_memory_layer_hands_events_over_without_it(
+        memory_layer: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the in-memory layer and this loop's listener its only member, a batch goes to the
+    listener's handler directly (no deep copy through the layer), in order; with another
+    member too, through the layer."""
+    realtime.bind()
+    got: list[str] = []
+
+    def on_batch(batch: realtime.FeedBatch) -> None:
+        got.extend(e["reason"] for e in batch.events)
+
+    sends: list[str] = []
+    real_group_send = memory_layer.group_send
+
+    async def group_send(group: str, message: dict[str, Any]) -> None:
+        sends.append(group)
+        await real_group_send(group, message)
+
+    monkeypatch.setattr(memory_layer, "group_send", group_send)
+    await realtime.feed_join(on_batch)
+    try:
+        for i in range(5):
+            realtime.send_event(realtime.event("config_changed", reason=f"a{i}"))
+        await realtime.flush()
+        assert got == [f"a{i}" for i in range(5)]
+        assert realtime.FEED_GROUP not in sends
+        other = await memory_layer.new_channel()
+        await memory_layer.group_add(realtime.FEED_GROUP, other)
+        for i in range(5):
+            realtime.send_event(realtime.event("config_changed", reason=f"b{i}"))
+        await realtime.flush()
+        async with asyncio.timeout(5):
+            while len(got) < 10:
+                await asyncio.sleep(0.01)
+        assert got == [f"a{i}" for i in range(5)] + [f"b{i}" for i in range(5)]
+        assert realtime.FEED_GROUP in sends
+        message = await memory_layer.receive(other)
+        assert [e["reason"] for e in message["events"]][0] == "b0"
+    finally:
+        realtime.feed_leave(on_batch)
+        await realtime.listeners_stop()

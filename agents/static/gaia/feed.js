@@ -18,9 +18,9 @@
     options = options || {};
     var loc = window.location;
     // ?batch=1: the server may send several events as one JSON array (at most one message per
-    // 50 ms per socket), far cheaper for it than a message per event. Pages that watch
+    // 100 ms per socket), far cheaper for it than a message per event. Pages that watch
     // everything ask for it; a page that follows one thread does not (its events are few, and
-    // a growing reply shows up to 50 ms sooner).
+    // a growing reply shows up to 100 ms sooner).
     var batch = options.batch === undefined ? true : !!options.batch;
     this.url = options.url || ((loc.protocol === "https:" ? "wss://" : "ws://") + loc.host + "/ws" +
                                (batch ? "?batch=1" : ""));
