@@ -288,6 +288,13 @@ async def test_a_kill_for_another_thread_leaves_a_turn_alone(
 # The fan-out to this process's sockets
 
 
+def test_feed_texts_are_ascii_and_mean_the_same() -> None:
+    event = realtime.event("config_changed", reason="un café… 100 % 雨")
+    text = realtime.open_text(event) + "}"
+    assert text.isascii()
+    assert json.loads(text) == event
+
+
 @pytest.mark.parametrize("first", [1, 2, 9_990, 9_999, 10_000, 12_345, 19_997, 10**9 + 7])
 def test_a_chunk_numbers_its_events_from_the_sockets_next_seq(first: int) -> None:
     events = [realtime.event("config_changed", reason=f"{i}: 100 %d %s {{}}") for i in range(7)]
