@@ -21,8 +21,10 @@ operator services (its commands). Protocol, in the order a client sees it:
    "error": ...}``. Bad JSON and unknown commands get an ``error`` too; the socket stays open.
 
 With ``?batch=1`` every message is a JSON array of events (each with its own ``seq``), at most
-one message per ``realtime.FEED_BATCH_INTERVAL`` (0.1 s) besides replies to commands: the
-events of that interval, formatted once per process for every such socket.
+one per ``realtime.feed_batch_interval`` (0.1 s, longer when a process serves more such
+sockets than ``GAIA_FEED_BATCH_RATE`` allows) besides replies to commands: the events of that
+interval less those a later one in it supersedes (``realtime._coalesced``), formatted once per
+process for every such socket.
 
 A slow client never slows anyone else: the channel-layer handler only filters and appends to
 this socket's bounded queue, and a sender task writes to the socket. Past

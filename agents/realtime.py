@@ -554,15 +554,56 @@ async def _handle_feed(message: dict[str, Any]) -> None:
         fanout.events += events
         fanout.texts += texts
         if fanout.timer is None:
-            wait = max(0.0, fanout.last + FEED_BATCH_INTERVAL - loop.time())
+            wait = max(0.0, fanout.last + feed_batch_interval(len(fanout.paced)) - loop.time())
             fanout.timer = loop.call_later(wait, _pace, fanout)
+
+
+def feed_batch_interval(paced: int) -> float:
+    """The time between two chunks for ``paced`` subscribers: :data:`FEED_BATCH_INTERVAL`, or
+    longer when that would send them more than ``GAIA_FEED_BATCH_RATE`` messages a second in
+    all (a message costs the server about as much as the events in it: scripts/perf/feed.py)."""
+    from django.conf import settings
+
+    return max(FEED_BATCH_INTERVAL, paced / settings.GAIA_FEED_BATCH_RATE)
+
+
+def _coalesced(events: list[dict[str, Any]], texts: list[str]
+               ) -> tuple[list[dict[str, Any]], list[str]]:
+    """An interval's events less those a later one in it supersedes, for paced subscribers
+    (who asked for the state at most every interval, not every step): of an agent's
+    ``agent_state`` events the last, of a thread's ``thread_updated`` the last, and no
+    ``message_delta`` of a reply whose stored ``message`` is in the same interval (it holds
+    the whole text). Everything else is kept, in order."""
+    last: dict[tuple[str, Any], int] = {}
+    replied: set[Any] = set()
+    for i, event in enumerate(events):
+        kind = event["event"]
+        if kind == "agent_state":
+            last["agent", event["agent"]] = i
+        elif kind == "thread_updated":
+            last["thread", event["thread_id"]] = i
+        elif kind == "message" and event["message"].get("role") == "assistant":
+            replied.add(event["message"].get("response_id"))
+    if len(last) == sum(e["event"] in ("agent_state", "thread_updated") for e in events) and (
+            not replied):
+        return events, texts
+    keep_events, keep_texts = [], []
+    for i, (event, text) in enumerate(zip(events, texts, strict=True)):
+        kind = event["event"]
+        if ((kind == "agent_state" and last["agent", event["agent"]] != i)
+                or (kind == "thread_updated" and last["thread", event["thread_id"]] != i)
+                or (kind == "message_delta" and event["response_id"] in replied)):
+            continue
+        keep_events.append(event)
+        keep_texts.append(text)
+    return keep_events, keep_texts
 
 
 def _pace(fanout: _Fanout) -> None:
     """Hand the paced subscribers what gathered since the last time, in chunks."""
     fanout.timer = None
     fanout.last = asyncio.get_running_loop().time()
-    events, texts = fanout.events, fanout.texts
+    events, texts = _coalesced(fanout.events, fanout.texts)
     fanout.events, fanout.texts = [], []
     for at in range(0, len(events), FEED_BATCH_MAX):
         _call_each(fanout.paced, FeedChunk(events[at:at + FEED_BATCH_MAX],

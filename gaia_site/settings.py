@@ -276,6 +276,10 @@ GAIA_BENCH_MAX_ATTEMPTS = env.int("GAIA_BENCH_MAX_ATTEMPTS", default=2)
 # without a key or session may take to send its {"cmd": "auth"} message.
 GAIA_FEED_QUEUE_MAX = env.int("GAIA_FEED_QUEUE_MAX", default=1000)
 GAIA_FEED_AUTH_SECONDS = env.float("GAIA_FEED_AUTH_SECONDS", default=5.0)
+# Messages per second a server process sends its /ws?batch=1 sockets in all: each gets one per
+# 0.1 s up to GAIA_FEED_BATCH_RATE / 10 sockets, then less often (100 sockets at 250: one every
+# 0.4 s), so that however many dashboards watch, the feed's cost to /v1 stays bounded.
+GAIA_FEED_BATCH_RATE = env.float("GAIA_FEED_BATCH_RATE", default=250.0)
 
 # Gaia's logs (one gaia.access line per /v1 and /api request among them): plain text, or one
 # JSON object per line whose fields a log pipeline can index.

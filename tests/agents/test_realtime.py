@@ -385,3 +385,40 @@ async def test_a_process_alone_on_the_in_memory_layer_hands_events_over_without_
     finally:
         realtime.feed_leave(on_batch)
         await realtime.listeners_stop()
+
+
+def test_paced_subscribers_get_the_last_state_not_every_step() -> None:
+    """Within one interval: an agent's last agent_state, a thread's last thread_updated, no
+    delta of a reply whose message is there too; every other event, in order."""
+    def state(agent: str, value: str) -> dict[str, Any]:
+        return realtime.event("agent_state", agent=agent, state=value, current_thread=None,
+                              queue_depth=0)
+
+    def updated(thread: str, status: str) -> dict[str, Any]:
+        return realtime.event("thread_updated", thread_id=thread, agent="a", status=status,
+                              message_count=2, last_activity=None, error=None)
+
+    def delta(response: str, text: str) -> dict[str, Any]:
+        return realtime.event("message_delta", thread_id="t1", agent="a", response_id=response,
+                              text=text, reasoning="", tool_calls=[], output_chars=len(text))
+
+    reply = realtime.event("message", message={"role": "assistant", "response_id": "r1",
+                                               "payload": {"content": "hi there"}})
+    events = [state("a", "processing"), delta("r1", "hi"), state("b", "processing"),
+              updated("t1", "active"), delta("r2", "still"), delta("r1", " there"), reply,
+              updated("t1", "completed"), state("a", "idle"), updated("t2", "active")]
+    texts = [realtime.open_text(e) for e in events]
+    kept, kept_texts = realtime._coalesced(events, texts)
+    assert kept == [events[i] for i in (2, 4, 6, 7, 8, 9)]
+    assert kept_texts == [texts[i] for i in (2, 4, 6, 7, 8, 9)]
+    plain = [state("a", "idle"), updated("t1", "active"), delta("r3", "x")]
+    assert realtime._coalesced(plain, texts[:3]) == (plain, texts[:3])
+
+
+def test_the_batch_interval_grows_with_the_sockets_it_serves(settings: Any) -> None:
+    settings.GAIA_FEED_BATCH_RATE = 250
+    assert realtime.feed_batch_interval(1) == realtime.FEED_BATCH_INTERVAL
+    assert realtime.feed_batch_interval(25) == realtime.FEED_BATCH_INTERVAL
+    assert realtime.feed_batch_interval(100) == pytest.approx(0.4)
+    settings.GAIA_FEED_BATCH_RATE = 1000
+    assert realtime.feed_batch_interval(100) == realtime.FEED_BATCH_INTERVAL
