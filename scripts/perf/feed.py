@@ -16,7 +16,15 @@ DATABASE_URL) with a `fake`-provider agent, an operator key and a chat key, then
    per request (from /proc). Target: < 10 % lower.
 
   .venv/bin/python scripts/perf/feed.py [--events 5000] [--duration 8] [--subscribers 1,10,100]
-      [--pin]
+      [--pin] [--rounds 1] [--modes single,batch]
+  .venv/bin/python scripts/perf/feed.py --side-by-side batch [--rounds 3] [--duration 6]
+
+3 compares runs one after another, each with subscribers between two without (``--rounds``).
+On a shared machine one server's throughput drifts by 15 % between identical runs, more than
+the effect measured; ``--side-by-side MODE`` measures it instead on two identical servers
+sharing one core at the same time, 100 MODE subscribers on one of them (alternately): the
+ratio of their throughputs is the ratio of their CPU costs per request, and the machine's
+drift affects both alike.
 
 Everything shares the machine's CPU (2 cores here): the subscribers' own CPU use is printed.
 With ``--pin`` the server runs on the first core and everything else (the load generator, the
@@ -230,6 +238,56 @@ def start_server(env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str, str
     return proc, base, chat_key, ops_key
 
 
+async def _loads_together(servers: list[tuple[str, str, int]], seconds: float,
+                          warmup: float) -> list[dict[str, Any]]:
+    return list(await asyncio.gather(*(
+        Load(base, key, "chat", False, server_pid=pid).run(16, seconds, warmup)
+        for base, key, pid in servers)))
+
+
+def side_by_side(args: argparse.Namespace, mode: str) -> None:
+    """Two identical servers on the same core at the same time, each under /v1 load at c=16,
+    100 ``mode`` subscribers on one of them (alternately). The core is shared fairly, so the
+    ratio of their throughputs is the ratio of their CPU costs per request, measured in the
+    same seconds: whatever the machine's speed does meanwhile, it does to both."""
+    path = "/ws?batch=1" if mode == "batch" else "/ws"
+    with tempfile.TemporaryDirectory(prefix="gaia-perf-a-") as tmp_a, \
+            tempfile.TemporaryDirectory(prefix="gaia-perf-b-") as tmp_b:
+        started = [start_server({**os.environ, "GAIA_DATA_DIR": tmp}) for tmp in (tmp_a, tmp_b)]
+        rows = []
+        try:
+            for i in range(2 * args.rounds):
+                watched = i % 2
+                proc, base, _, ops_key = started[watched]
+                subs = Subscribers(base.replace("http://", "ws://") + path, ops_key, 100,
+                                   args.duration + args.warmup + 30)
+                results = asyncio.run(_loads_together(
+                    [(b, key, p.pid) for p, b, key, _ in started], args.duration, args.warmup))
+                extra = subs.result(stop=True)
+                with_subs, without = results[watched], results[1 - watched]
+                rows.append((watched, with_subs, without, extra))
+                print(f"  side by side: {with_subs['rps']:.1f} req/s with 100 {mode} "
+                      f"subscribers, {without['rps']:.1f} without", file=sys.stderr)
+        finally:
+            for proc, *_ in started:
+                proc.terminate()
+                proc.wait(10)
+    db = "PostgreSQL" if os.environ.get("DATABASE_URL", "").startswith("postgres") else "SQLite"
+    print(f"\nTwo Gaia servers side by side on one core (uvicorn, 1 worker each, {db}), /v1 "
+          f"JSON at c=16 on each at once ({args.duration:g} s), 100 {mode} subscribers on one\n")
+    print(f"{'round':>5} {'server':>6} {'with subs req/s':>15} {'without req/s':>13} "
+          f"{'ratio':>6} {'cpu ms/req with':>15} {'without':>8} {'events to subs':>14}")
+    ratios = []
+    for i, (watched, w, wo, extra) in enumerate(rows):
+        ratio = w["rps"] / wo["rps"] if wo["rps"] else float("nan")
+        ratios.append(ratio)
+        print(f"{i + 1:>5} {'AB'[watched]:>6} {w['rps']:15.1f} {wo['rps']:13.1f} {ratio:6.3f} "
+              f"{w['cpu_ms']:15.2f} {wo['cpu_ms']:8.2f} {extra['total']:>14}")
+    print(f"100 {mode} subscribers cost {100 * (1 - percentile(ratios, 50)):.1f} % of /v1 "
+          f"throughput (median of {len(ratios)} side-by-side runs, range "
+          f"{100 * (1 - max(ratios)):.1f} to {100 * (1 - min(ratios)):.1f} %; target < 10 %)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--events", type=int, default=5000)
@@ -242,15 +300,21 @@ def main() -> None:
                         help="the subscriber modes to measure /v1 with (single, batch)")
     parser.add_argument("--pin", action="store_true",
                         help="the server on the first core, everything else on the others")
+    parser.add_argument("--side-by-side", metavar="MODE", choices=("single", "batch"),
+                        help="only the /v1 cost of 100 MODE subscribers, measured on two "
+                             "servers sharing one core at the same time (implies --pin)")
     args = parser.parse_args()
     redis = os.environ.get("REDIS_URL", "")
     global SERVER_CPUS
-    if args.pin:
+    if args.pin or args.side_by_side:
         cores = sorted(os.sched_getaffinity(0))
         if len(cores) < 2:
             raise SystemExit("--pin needs two cores")
         SERVER_CPUS = {cores[0]}
         os.sched_setaffinity(0, set(cores[1:]))  # inherited by the subscribers and publisher
+    if args.side_by_side:
+        side_by_side(args, args.side_by_side)
+        return
     with tempfile.TemporaryDirectory(prefix="gaia-perf-feed-") as tmp:
         env = {**os.environ, "GAIA_DATA_DIR": tmp}
         proc, base, chat_key, ops_key = start_server(env)
