@@ -23,8 +23,9 @@ operator services (its commands). Protocol, in the order a client sees it:
 With ``?batch=1`` every message is a JSON array of events (each with its own ``seq``), at most
 one per ``realtime.feed_batch_interval`` (0.1 s, longer when a process serves more such
 sockets than ``GAIA_FEED_BATCH_RATE`` allows) besides replies to commands: the events of that
-interval less those a later one in it supersedes (``realtime._coalesced``), formatted once per
-process for every such socket.
+interval less those a later one in it supersedes (``realtime._coalesced``; a socket with a
+subscription filter gets every event that matches), formatted once per process for every such
+socket.
 
 A slow client never slows anyone else: the channel-layer handler only filters and appends to
 this socket's bounded queue, and a sender task writes to the socket. Past
@@ -416,8 +417,8 @@ class FeedConsumer(AsyncJsonWebsocketConsumer):
         if self.closed:
             return
         n = len(batch.texts)
-        if (not (self.events or self.threads or self.agents) and not self._missed
-                and self._queued + n <= self._max):
+        filtered = bool(self.events or self.threads or self.agents)
+        if not filtered and not self._missed and self._queued + n <= self._max:
             # The common case, without a call per event.
             if isinstance(batch, realtime.FeedChunk):
                 self._out.append(batch)
@@ -426,6 +427,10 @@ class FeedConsumer(AsyncJsonWebsocketConsumer):
             self._queued += n
             self._wake.set()
             return
+        if filtered and isinstance(batch, realtime.FeedChunk):
+            if batch.whole is None:  # a later chunk of an interval: the first had them all
+                return
+            batch = batch.whole
         for event, text in zip(batch.events, batch.texts, strict=True):
             if self._wants(event):
                 self._queue(event, text)

@@ -456,8 +456,13 @@ class FeedChunk(FeedBatch):
     them. :meth:`array` is a socket's message: the events as a JSON array, numbered from the
     socket's next ``seq``."""
 
-    def __init__(self, events: list[dict[str, Any]], texts: list[str]) -> None:
+    def __init__(self, events: list[dict[str, Any]], texts: list[str], *,
+                 whole: FeedBatch | None = None) -> None:
         super().__init__(events, texts)
+        # The interval's events before _coalesced (on its first chunk only): what a socket
+        # with a subscription filter picks from, since whether an event is superseded can
+        # depend on another it does not take.
+        self.whole = whole
         # Every event's open text, three slots apart: a socket fills the two slots after
         # each (its seq's high and low parts) and joins the list.
         self._frame: list[str] | None = None
@@ -570,7 +575,8 @@ def feed_batch_interval(paced: int) -> float:
 def _coalesced(events: list[dict[str, Any]], texts: list[str]
                ) -> tuple[list[dict[str, Any]], list[str]]:
     """An interval's events less those a later one in it supersedes, for paced subscribers
-    (who asked for the state at most every interval, not every step): of an agent's
+    that take every event (who asked for the state at most every interval, not every
+    step; a socket with a subscription filter picks from every event): of an agent's
     ``agent_state`` events the last, of a thread's ``thread_updated`` the last, and no
     ``message_delta`` of a reply whose stored ``message`` is in the same interval (it holds
     the whole text). Everything else is kept, in order."""
@@ -603,11 +609,13 @@ def _pace(fanout: _Fanout) -> None:
     """Hand the paced subscribers what gathered since the last time, in chunks."""
     fanout.timer = None
     fanout.last = asyncio.get_running_loop().time()
-    events, texts = _coalesced(fanout.events, fanout.texts)
+    whole = FeedBatch(fanout.events, fanout.texts)
     fanout.events, fanout.texts = [], []
+    events, texts = _coalesced(whole.events, whole.texts)
     for at in range(0, len(events), FEED_BATCH_MAX):
         _call_each(fanout.paced, FeedChunk(events[at:at + FEED_BATCH_MAX],
-                                           texts[at:at + FEED_BATCH_MAX]))
+                                           texts[at:at + FEED_BATCH_MAX],
+                                           whole=None if at else whole))
 
 
 async def _handle_control(message: dict[str, Any]) -> None:

@@ -629,3 +629,25 @@ async def test_a_filtered_batch_socket_gets_only_what_it_subscribed_to(layer, op
     assert [(e["event"], e["agent"]) for e in got] == [("agent_changed", "other")] * 2
     assert [e["seq"] for e in got] == [3, 4]
     await comm.disconnect()
+
+
+async def test_a_filtered_batch_socket_gets_every_step_it_asked_for(layer, operator_key,
+                                                                   echo_agent):
+    """A socket taking only deltas gets them all, though the reply's message (which
+    supersedes them for sockets that take everything) went in the same interval."""
+    comm = communicator(("x-api-key", operator_key[1]), path="/ws?batch=1")
+    assert (await comm.connect(TIMEOUT))[0]
+    await comm.receive_json_from(TIMEOUT)  # connected
+    await comm.send_json_to({"cmd": "subscribe", "id": 1, "events": ["message_delta"]})
+    (ack,) = await comm.receive_json_from(TIMEOUT)
+    assert ack["event"] == "ack"
+    await comm.send_json_to({"cmd": "inject", "id": 2, "to": "echo", "payload": "one two"})
+    text, got = "", []
+    async with asyncio.timeout(TIMEOUT):
+        while text != "one two":
+            for event in await comm.receive_json_from(TIMEOUT):
+                got.append(event)
+                if event["event"] == "message_delta":
+                    text += event["text"]
+    assert {e["event"] for e in got} == {"ack", "message_delta"}
+    await comm.disconnect()
