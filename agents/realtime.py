@@ -402,7 +402,7 @@ async def _group_listen(group: str, handle: Callable[[dict[str, Any]], Awaitable
 # that 100 such sockets cost one C-level format and one send each, not a Python step per
 # event per socket.
 
-# A paced subscriber's chunks: at most one per interval (seconds), at most this many events.
+# A paced subscriber's chunks: at most one per interval (seconds) unless this many events wait.
 FEED_BATCH_INTERVAL = 0.1
 FEED_BATCH_MAX = 500
 
@@ -558,7 +558,13 @@ async def _handle_feed(message: dict[str, Any]) -> None:
     if fanout.paced:
         fanout.events += events
         fanout.texts += texts
-        if fanout.timer is None:
+        if len(fanout.events) >= FEED_BATCH_MAX:
+            # A full chunk leaves now: a flood would otherwise reach each socket as one heap
+            # per interval, past its queue's bound (lagged) though it keeps up.
+            if fanout.timer is not None:
+                fanout.timer.cancel()
+            _pace(fanout)
+        elif fanout.timer is None:
             wait = max(0.0, fanout.last + feed_batch_interval(len(fanout.paced)) - loop.time())
             fanout.timer = loop.call_later(wait, _pace, fanout)
 
@@ -606,7 +612,8 @@ def _coalesced(events: list[dict[str, Any]], texts: list[str]
 
 
 def _pace(fanout: _Fanout) -> None:
-    """Hand the paced subscribers what gathered since the last time, in chunks."""
+    """Hand the paced subscribers what gathered since the last time, in chunks (one, unless
+    a single channel-layer message brought more than :data:`FEED_BATCH_MAX`)."""
     fanout.timer = None
     fanout.last = asyncio.get_running_loop().time()
     whole = FeedBatch(fanout.events, fanout.texts)

@@ -422,3 +422,34 @@ def test_the_batch_interval_grows_with_the_sockets_it_serves(settings: Any) -> N
     assert realtime.feed_batch_interval(100) == pytest.approx(0.4)
     settings.GAIA_FEED_BATCH_RATE = 1000
     assert realtime.feed_batch_interval(100) == realtime.FEED_BATCH_INTERVAL
+
+
+async def test_a_full_chunk_leaves_before_its_interval(memory_layer: Any, settings: Any
+                                                       ) -> None:
+    """A flood reaches paced subscribers FEED_BATCH_MAX events at a time as they come, not as
+    one heap per interval (which would overrun a socket's queue though it keeps up)."""
+    settings.GAIA_FEED_BATCH_RATE = 0.5  # one subscriber: one chunk per 2 s
+    realtime.bind()
+    chunks: list[list[str]] = []
+
+    def on_chunk(chunk: realtime.FeedBatch) -> None:
+        chunks.append([e["reason"] for e in chunk.events])
+
+    await realtime.feed_join(on_chunk, paced=True)
+    try:
+        realtime.send_event(realtime.event("config_changed", reason="first"))
+        await realtime.flush()
+        await asyncio.sleep(0.05)
+        assert chunks == [["first"]]  # after a quiet spell: at once
+        for burst in range(12):
+            for i in range(100):
+                realtime.send_event(realtime.event("config_changed", reason=f"{burst}.{i}"))
+            await realtime.flush()
+        await asyncio.sleep(0.2)
+        sizes = [len(c) for c in chunks[1:]]
+        assert sizes == [realtime.FEED_BATCH_MAX, realtime.FEED_BATCH_MAX]
+        assert [r for c in chunks[1:] for r in c] == [
+            f"{b}.{i}" for b in range(12) for i in range(100)][:1000]
+    finally:
+        realtime.feed_leave(on_chunk)
+        await realtime.listeners_stop()
