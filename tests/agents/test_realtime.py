@@ -426,8 +426,9 @@ def test_the_batch_interval_grows_with_the_sockets_it_serves(settings: Any) -> N
 
 async def test_a_full_chunk_leaves_before_its_interval(memory_layer: Any, settings: Any
                                                        ) -> None:
-    """A flood reaches paced subscribers FEED_BATCH_MAX events at a time as they come, not as
-    one heap per interval (which would overrun a socket's queue though it keeps up)."""
+    """A flood reaches paced subscribers as it comes (FEED_BATCH_FLOOD events at a time, in
+    chunks of FEED_BATCH_MAX), not as one heap per interval (which would overrun a socket's
+    queue though it keeps up)."""
     settings.GAIA_FEED_BATCH_RATE = 0.5  # one subscriber: one chunk per 2 s
     realtime.bind()
     chunks: list[list[str]] = []
@@ -447,6 +448,7 @@ async def test_a_full_chunk_leaves_before_its_interval(memory_layer: Any, settin
             await realtime.flush()
         await asyncio.sleep(0.2)
         sizes = [len(c) for c in chunks[1:]]
+        assert realtime.FEED_BATCH_FLOOD == 1000  # the numbers below
         assert sizes == [realtime.FEED_BATCH_MAX, realtime.FEED_BATCH_MAX]
         assert [r for c in chunks[1:] for r in c] == [
             f"{b}.{i}" for b in range(12) for i in range(100)][:1000]
