@@ -397,10 +397,9 @@ async def _group_listen(group: str, handle: Callable[[dict[str, Any]], Awaitable
 #
 # Two kinds of subscriber. An *immediate* one (a socket sending one event per message) gets
 # each FeedBatch as it reaches the process. A *paced* one (a socket sending arrays of events)
-# gets at most one FeedChunk per FEED_BATCH_INTERVAL: what reached the process meanwhile, made
-# once into a %-template whose only per-socket part is the sockets' own ``seq`` numbers, so
-# that 100 such sockets cost one C-level format and one send each, not a Python step per
-# event per socket.
+# gets at most one FeedChunk per interval (feed_batch_interval): what reached the process
+# meanwhile, its texts laid out once with slots for the sockets' own ``seq`` numbers, so that
+# 100 such sockets cost one join and one send each, not a Python step per event per socket.
 
 # A paced subscriber's chunks: at most one per interval (seconds), at most this many events.
 FEED_BATCH_INTERVAL = 0.1
@@ -519,9 +518,9 @@ _fanouts: dict[asyncio.AbstractEventLoop, _Fanout] = {}
 async def feed_join(subscriber: FeedSubscriber, *, paced: bool = False) -> None:
     """Call ``subscriber`` (on this loop) with the feed's events from now on: every
     :class:`FeedBatch` as it arrives, or, if ``paced``, a :class:`FeedChunk` at most every
-    :data:`FEED_BATCH_INTERVAL` (the first at once). Returns once this process's listener has
-    joined the feed group (nothing committed after this returns is missed). ``subscriber``
-    must not block: it runs inline."""
+    :func:`feed_batch_interval` (the first at once, a flood sooner). Returns once this
+    process's listener has joined the feed group (nothing committed after this returns is
+    missed). ``subscriber`` must not block: it runs inline."""
     loop = asyncio.get_running_loop()
     for gone in [lp for lp in _fanouts if lp.is_closed()]:
         del _fanouts[gone]
@@ -592,17 +591,19 @@ def _coalesced(events: list[dict[str, Any]], texts: list[str]
     ``message_delta`` of a reply whose stored ``message`` is in the same interval (it holds
     the whole text). Everything else is kept, in order."""
     last: dict[tuple[str, Any], int] = {}
+    states = 0
     replied: set[Any] = set()
     for i, event in enumerate(events):
         kind = event["event"]
         if kind == "agent_state":
             last["agent", event["agent"]] = i
+            states += 1
         elif kind == "thread_updated":
             last["thread", event["thread_id"]] = i
+            states += 1
         elif kind == "message" and event["message"].get("role") == "assistant":
             replied.add(event["message"].get("response_id"))
-    if len(last) == sum(e["event"] in ("agent_state", "thread_updated") for e in events) and (
-            not replied):
+    if len(last) == states and not replied:  # nothing superseded
         return events, texts
     keep_events, keep_texts = [], []
     for i, (event, text) in enumerate(zip(events, texts, strict=True)):
