@@ -13,7 +13,8 @@ from django.core.paginator import Paginator
 from django.http import HttpRequest
 from django.utils.html import format_html
 
-from agents import selectors, services
+from agents import services, turns
+from agents.documents import document_kind
 from agents.models import (
     Agent,
     AgentFallback,
@@ -154,7 +155,7 @@ class AgentAdmin(admin.ModelAdmin):
     def models_preview(self, obj: Agent) -> str:
         if not obj.pk:
             return "Saved agents show their /v1/models entry here."
-        return format_html("<pre>{}</pre>", json.dumps(selectors.model_entry(obj), indent=2))
+        return format_html("<pre>{}</pre>", json.dumps(turns.model_entry(obj), indent=2))
 
 
 class TeamMemberInline(admin.TabularInline):
@@ -196,11 +197,9 @@ class KnowledgeBaseForm(forms.ModelForm):
     def clean_upload(self) -> Any:
         upload = self.cleaned_data.get("upload")
         if upload is not None:
-            from agents import knowledge
-
             data = upload.read()
             try:
-                kind = knowledge.document_kind(upload.name, data)
+                kind = document_kind(upload.name, data)
                 if kind == KnowledgeDocument.Kind.PDF and data[:5] != b"%PDF-":
                     raise forms.ValidationError("Not a PDF file.")
                 if kind != KnowledgeDocument.Kind.PDF:
@@ -225,9 +224,7 @@ class KnowledgeDocumentInline(admin.TabularInline):
 
 @admin.action(description="Re-index selected knowledge bases")
 def reindex_knowledge_bases(modeladmin: Any, request: HttpRequest, queryset: Any) -> None:
-    from agents import knowledge
-
-    count = sum(knowledge.knowledge_base_reindex(knowledge_base=kb) for kb in queryset)
+    count = sum(services.knowledge_base_reindex(knowledge_base=kb) for kb in queryset)
     modeladmin.message_user(request, f"Queued {count} document(s) for indexing.")
 
 
@@ -252,10 +249,8 @@ class KnowledgeBaseAdmin(admin.ModelAdmin):
         super().save_model(request, obj, form, change)
         upload = getattr(form, "upload_data", None)
         if upload is not None:
-            from agents import knowledge
-
             name, data = upload
-            knowledge.knowledge_document_add(knowledge_base=obj, name=name, data=data)
+            services.knowledge_document_add(knowledge_base=obj, name=name, data=data)
             messages.info(request, f"{name} is being indexed in the background.")
 
 

@@ -9,6 +9,8 @@ from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 from django.utils import timezone
 
+from agents import llm
+
 SLUG_VALIDATOR = RegexValidator(
     r"^[A-Za-z0-9][A-Za-z0-9._:/-]*$",
     "Use letters, digits and . _ : / - (it is the model id clients send).",
@@ -325,6 +327,33 @@ class Message(models.Model):
 
     def __str__(self) -> str:
         return f"{self.role}: {self.content[:60]}"
+
+    def to_llm(self) -> llm.Message:
+        """This stored message as the runtime's canonical message (what a provider gets)."""
+        parts: list[llm.Part] = []
+        if self.content:
+            parts.append(llm.TextPart(self.content))
+        for p in self.parts or []:
+            parts.append(llm.ImagePart(url=p.get("url"), data=p.get("data"),
+                                       media_type=p.get("media_type")))
+        calls = tuple(llm.ToolCall(c["id"], c["name"], c["arguments"])
+                      for c in self.tool_calls or [])
+        return llm.Message(role=self.role, parts=tuple(parts),  # type: ignore[arg-type]
+                           tool_calls=calls, tool_call_id=self.tool_call_id or None)
+
+    @classmethod
+    def from_llm(cls, message: llm.Message, *, thread_id: uuid.UUID, seq: int,
+                 dialect: str) -> Message:
+        """An unsaved row for ``message`` at position ``seq`` of the thread."""
+        images = [{"url": p.url, "data": p.data, "media_type": p.media_type}
+                  for p in message.parts if isinstance(p, llm.ImagePart)]
+        return cls(
+            thread_id=thread_id, seq=seq, role=message.role, content=message.text,
+            parts=images or None,
+            tool_calls=[{"id": c.id, "name": c.name, "arguments": c.arguments}
+                        for c in message.tool_calls] or None,
+            tool_call_id=message.tool_call_id or "", dialect=dialect,
+        )
 
 
 class Team(models.Model):

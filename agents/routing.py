@@ -66,7 +66,7 @@ def routing_catalogue() -> _Catalogue:
     """The routable agents (enabled, not paused, not the router) with their provider chains,
     the policy and the ranker's index; read again when the configuration stamp changes."""
     global _catalogue
-    version = selectors._config_version()
+    version = selectors.config_version()
     cat = _catalogue
     if cat is not None and cat.version == version:
         return cat

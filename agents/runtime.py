@@ -279,20 +279,18 @@ class Turn:
         """Give the model the best passages of the agent's knowledge bases for the
         conversation (the last user message, and the one before), with their sources; the
         reply records which (``Message.passages``, ``X-Gaia-Passages``, the feed)."""
-        from agents import knowledge
-
         assert self.request is not None
         users = [m.text for m in self.request.messages if m.role == "user" and m.text.strip()]
         query = " ".join(users[-2:])
         if not query:
             return
-        passages = await run_db(knowledge.knowledge_retrieve,
+        passages = await run_db(selectors.knowledge_retrieve,
                                 knowledge_base_ids=self.agent.knowledge_base_ids, query=query)
         if not passages:
             return
         system = self.request.system
         self.request = self.request.replace(system=(system + "\n\n" if system else "")
-                                            + knowledge.passages_prompt(passages))
+                                            + selectors.passages_prompt(passages))
         self._passages = [{k: v for k, v in p.items() if k != "text"} for p in passages]
         realtime.send_event(realtime.event(
             "knowledge_used", agent=self.agent.slug, thread_id=self._registered,

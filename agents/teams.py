@@ -91,7 +91,7 @@ def team_catalogue() -> dict[str, LoadedTeam]:
     """Enabled teams by slug, with their agents and provider chains; read again when the
     configuration stamp changes."""
     global _catalogue
-    version = selectors._config_version()
+    version = selectors.config_version()
     cat = _catalogue
     if cat is not None and cat.version == version:
         return cat.teams
@@ -510,16 +510,14 @@ class TeamTurn:
         its own would (agents.knowledge); its reply records which."""
         if not getattr(member, "knowledge_base_ids", None) or not query.strip():
             return request
-        from agents import knowledge
-
-        passages = await run_db(knowledge.knowledge_retrieve,
+        passages = await run_db(selectors.knowledge_retrieve,
                                 knowledge_base_ids=member.knowledge_base_ids, query=query)
         if not passages:
             return request
         self._passages[member.slug] = [{k: v for k, v in p.items() if k != "text"}
                                        for p in passages]
         return request.replace(system=request.system + "\n\n"
-                               + knowledge.passages_prompt(passages))
+                               + selectors.passages_prompt(passages))
 
     def _member_request(self, member: Agent, task: str | None, count: int) -> llm.LLMRequest:
         leader = self.loaded.leader

@@ -23,7 +23,7 @@ from django.utils.decorators import method_decorator
 from django.views import View
 from django.views.decorators.csrf import csrf_exempt
 
-from agents import llm, routing, selectors, services, teams
+from agents import llm, routing, selectors, services, teams, turns
 from agents.authentication import raw_api_key
 from agents.backends import backend_for
 from agents.database import ReadNotAvailable, run_db
@@ -165,13 +165,13 @@ class ModelListApi(V1View):
         key, _ = await self.authorize(request)
         models = await run_db(routing.model_list_with_virtual, api_key=key)
         if "anthropic-version" in request.headers:
-            data = [selectors.model_entry_anthropic(a) for a in models]
+            data = [turns.model_entry_anthropic(a) for a in models]
             return json_response({
                 "data": data, "has_more": False,
                 "first_id": data[0]["id"] if data else None,
                 "last_id": data[-1]["id"] if data else None,
             })
-        return json_response({"object": "list", "data": [selectors.model_entry(a) for a in models]})
+        return json_response({"object": "list", "data": [turns.model_entry(a) for a in models]})
 
 
 class ModelDetailApi(ModelListApi):
@@ -182,8 +182,8 @@ class ModelDetailApi(ModelListApi):
         else:
             key, agent = await self.authorize(request, agent_slug=model_id)
         if "anthropic-version" in request.headers:
-            return json_response(selectors.model_entry_anthropic(agent))
-        return json_response(selectors.model_entry(agent))
+            return json_response(turns.model_entry_anthropic(agent))
+        return json_response(turns.model_entry(agent))
 
 
 class ChatCompletionCreateApi(V1View):

@@ -48,7 +48,7 @@ TOPICS = ["cooking recipes baking bread", "weather forecasts rain wind", "tax re
 SETUP = """
 from agents.models import Agent, KnowledgeBase, Provider, RoutingPolicy, Team, TeamMember
 from agents.services import api_key_create
-from agents import knowledge
+from agents import selectors as knowledge, services
 topics = {topics!r}
 fast, _ = Provider.objects.update_or_create(name='fast', defaults=dict(
     kind='fake', max_concurrency=1000, options={{'reply': 'ok ' * 16}}))
@@ -85,7 +85,7 @@ for i in range(10000):
     w = [words[(i * 7 + j * 3) % len(words)] + str((i + j) % 97) for j in range(40)]
     paras.append(' '.join(w)[:280] + '.')
 paras[4242] = 'The lighthouse of Varnholm was built in 1871 by Ingrid Solberg.' + ' x' * 100
-doc = knowledge.knowledge_document_add(knowledge_base=kb, name='big.txt',
+doc = services.knowledge_document_add(knowledge_base=kb, name='big.txt',
                                        data='\\n\\n'.join(paras).encode())
 t0 = time.monotonic()
 """
@@ -212,7 +212,7 @@ def main() -> None:
 
 RETRIEVE = """
 import time
-from agents import knowledge
+from agents import selectors as knowledge, services
 from agents.models import KnowledgeBase
 kb = KnowledgeBase.objects.get(slug='big')
 t0 = time.perf_counter()

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from agents import knowledge
+from agents import documents, services
 from agents.exceptions import InvalidRequest
 from agents.models import KnowledgeBase, KnowledgeDocument, Message, Thread
 
@@ -59,7 +59,7 @@ def tiny_pdf(pages: list[str]) -> bytes:
 
 def test_chunks_are_bounded_and_overlap():
     text = " ".join(f"word{i}" for i in range(300))
-    chunks = knowledge.chunk_text(text, size=100, overlap=30)
+    chunks = documents.chunk_text(text, size=100, overlap=30)
     assert all(len(c) <= 100 for c in chunks)
     assert " ".join(chunks[0].split()[-2:]) in chunks[1]  # the tail repeats
     assert chunks[-1].endswith("word299")
@@ -69,23 +69,23 @@ def test_chunks_are_bounded_and_overlap():
 
 def test_whole_paragraphs_are_packed_while_they_fit():
     text = "First short one.\n\nSecond short one.\n\n" + "long " * 60 + "\n\nLast."
-    chunks = knowledge.chunk_text(text, size=60, overlap=10)
+    chunks = documents.chunk_text(text, size=60, overlap=10)
     assert chunks[0] == "First short one. Second short one."
     assert all(len(c) <= 60 for c in chunks)
     assert chunks[-1] == "Last."
 
 
 def test_markdown_sections_and_pdf_pages_name_their_source():
-    sections = knowledge.document_sections(name="lore.md", kind="markdown",
+    sections = documents.document_sections(name="lore.md", kind="markdown",
                                            data=LORE.encode())
     assert [s for s, _ in sections] == ["lore.md § Quillton", "lore.md § Festivals",
                                         "lore.md § Trade"]
-    pages = knowledge.document_sections(name="atlas.pdf", kind="pdf",
+    pages = documents.document_sections(name="atlas.pdf", kind="pdf",
                                         data=tiny_pdf(["Page one text", "Moonwells glow"]))
     assert [s for s, _ in pages] == ["atlas.pdf p.1", "atlas.pdf p.2"]
     assert "Moonwells glow" in pages[1][1]
     with pytest.raises(InvalidRequest, match="UTF-8"):
-        knowledge.document_sections(name="x.txt", kind="text", data=b"\xff\xfe\xfa")
+        documents.document_sections(name="x.txt", kind="text", data=b"\xff\xfe\xfa")
 
 
 @pytest.mark.django_db
@@ -94,7 +94,7 @@ def test_bad_uploads_are_refused_before_anything_is_stored():
     for name, data, match in [("a.txt", b"", "empty"), ("b.txt", b"\xff\xfe\xfa", "UTF-8"),
                               ("c.pdf", b"hello", "not a PDF"), ("", b"x", "needs a name")]:
         with pytest.raises(InvalidRequest, match=match):
-            knowledge.knowledge_document_add(knowledge_base=kb, name=name, data=data)
+            services.knowledge_document_add(knowledge_base=kb, name=name, data=data)
     assert not KnowledgeDocument.objects.exists()
 
 
@@ -117,11 +117,11 @@ def librarian(transactional_db: Any, make_agent: Any, knowledge_indexer: str) ->
                                       chunk_overlap=40, top_k=2)
     filler = "\n\n".join(f"## Note {i}\n\nThe granary ledger {i} lists sacks of grain."
                          for i in range(30))
-    docs = [knowledge.knowledge_document_add(knowledge_base=kb, name="lore.md",
+    docs = [services.knowledge_document_add(knowledge_base=kb, name="lore.md",
                                              data=LORE.encode()),
-            knowledge.knowledge_document_add(knowledge_base=kb, name="ledgers.md",
+            services.knowledge_document_add(knowledge_base=kb, name="ledgers.md",
                                              data=filler.encode()),
-            knowledge.knowledge_document_add(knowledge_base=kb, name="atlas.pdf", data=tiny_pdf(
+            services.knowledge_document_add(knowledge_base=kb, name="atlas.pdf", data=tiny_pdf(
                 ["Maps of the coast.", "The moonwells of Esk glow violet at midnight."]))]
     for doc in docs:
         assert wait_indexed(doc).status == KnowledgeDocument.Status.READY, doc.error
@@ -166,7 +166,7 @@ def test_a_question_nothing_matches_gets_no_passages(gaia_server, api_key, libra
 @pytest.mark.django_db(transaction=True)
 def test_a_new_upload_replaces_the_document_and_the_index(gaia_server, api_key, librarian):
     kb = KnowledgeBase.objects.get(slug="lore")
-    doc = knowledge.knowledge_document_add(
+    doc = services.knowledge_document_add(
         knowledge_base=kb, name="lore.md",
         data=LORE.replace("ninth of Brumaire", "first frost").encode())
     wait_indexed(doc)
@@ -179,7 +179,7 @@ def test_a_new_upload_replaces_the_document_and_the_index(gaia_server, api_key, 
 @pytest.mark.django_db(transaction=True)
 def test_an_unreadable_pdf_is_an_indexing_error_not_a_crash(knowledge_indexer):
     kb = KnowledgeBase.objects.create(slug="broken", name="Broken")
-    doc = knowledge.knowledge_document_add(knowledge_base=kb, name="bad.pdf",
+    doc = services.knowledge_document_add(knowledge_base=kb, name="bad.pdf",
                                            data=b"%PDF-1.4 garbage")
     doc = wait_indexed(doc)
     assert doc.status == KnowledgeDocument.Status.ERROR
@@ -211,7 +211,7 @@ def test_upload_through_the_admin(admin_client, knowledge_indexer):
 def test_the_feed_shows_indexing_and_the_passages_used(gaia_server, api_key, make_agent,
                                                        knowledge_indexer, feed_listener):
     kb = KnowledgeBase.objects.create(slug="fed", name="Fed")
-    doc = knowledge.knowledge_document_add(knowledge_base=kb, name="fed.md", data=LORE.encode())
+    doc = services.knowledge_document_add(knowledge_base=kb, name="fed.md", data=LORE.encode())
     ready = feed_listener.wait_for(lambda e: e["event"] == "kb_indexing"
                                    and e["document_id"] == doc.pk and e["status"] == "ready",
                                    timeout=60)

@@ -84,7 +84,7 @@ async def test_knowledge_events(make_agent, api_key, captured, settings):
     from django.db import connection
 
     settings.REDIS_URL = ""
-    from agents import knowledge
+    from agents import services as knowledge
 
     @sync_to_async
     def upload() -> int:

@@ -84,7 +84,7 @@ def test_gaia_answers_from_its_knowledge_base(gaia_server, default_agents, api_k
                                               knowledge_indexer):
     """The embedded model, given the passage only the uploaded document holds, answers with
     it (agents.knowledge puts the passage in its prompt)."""
-    from agents import knowledge
+    from agents import services as knowledge
     from agents.models import Agent, KnowledgeBase, KnowledgeDocument
 
     kb = KnowledgeBase.objects.create(slug="town", name="Town facts", top_k=1)

@@ -1,0 +1,96 @@
+"""Reads, one module per entity (HackSoft's selectors); ``from agents import selectors``
+reaches every one of them."""
+
+from __future__ import annotations
+
+from agents.selectors.access import (
+    access_cache,
+    access_cache_current,
+    access_cache_drop,
+    agent_cached,
+    agent_provider_chain_load,
+    api_key_cached,
+    api_keys_load,
+    config_version,
+    config_version_nowait,
+)
+from agents.selectors.agents import (
+    agent_get,
+    agent_leased_thread,
+    agent_list_public,
+    agent_public_get,
+    model_list,
+    queue_depth,
+    turn_waiting,
+)
+from agents.selectors.config import (
+    INJECT_PAYLOAD_SCHEMA,
+    REDACTED,
+    agent_config,
+    agent_schema,
+    organism_config,
+    provider_config,
+)
+from agents.selectors.health import (
+    health_report,
+    organism_info,
+)
+from agents.selectors.knowledge import (
+    knowledge_retrieve,
+    passages_prompt,
+)
+from agents.selectors.threads import (
+    client_label,
+    iso,
+    message_list,
+    message_public,
+    message_public_row,
+    stored_reply_get,
+    thread_branch_for_response,
+    thread_get,
+    thread_list,
+    thread_list_active,
+    thread_public,
+    thread_public_row,
+)
+
+__all__ = [
+    "INJECT_PAYLOAD_SCHEMA",
+    "REDACTED",
+    "access_cache",
+    "access_cache_current",
+    "access_cache_drop",
+    "agent_cached",
+    "agent_config",
+    "agent_get",
+    "agent_leased_thread",
+    "agent_list_public",
+    "agent_provider_chain_load",
+    "agent_public_get",
+    "agent_schema",
+    "api_key_cached",
+    "api_keys_load",
+    "client_label",
+    "config_version",
+    "config_version_nowait",
+    "health_report",
+    "iso",
+    "knowledge_retrieve",
+    "message_list",
+    "message_public",
+    "message_public_row",
+    "model_list",
+    "organism_config",
+    "organism_info",
+    "passages_prompt",
+    "provider_config",
+    "queue_depth",
+    "stored_reply_get",
+    "thread_branch_for_response",
+    "thread_get",
+    "thread_list",
+    "thread_list_active",
+    "thread_public",
+    "thread_public_row",
+    "turn_waiting",
+]

@@ -1,0 +1,147 @@
+"""Reads of agents: the catalogue a key may use, and each agent's live state (what operators
+see: reference 003's agents with their state, current thread and queue depth)."""
+
+from __future__ import annotations
+
+import functools
+import uuid
+from typing import Any
+
+from django.db import connection
+
+from agents.exceptions import NotFound
+from agents.models import Agent, ApiKey, Thread
+from agents.selectors.threads import iso
+
+
+def model_list(*, api_key: ApiKey | None) -> list[Agent]:
+    """Enabled, listed agents this key may use, read fresh on every call (admin edits show
+    at once). Unlisted agents are left out here only: they answer when named."""
+    agents = (Agent.objects.filter(enabled=True, listed=True).select_related("provider")
+              .order_by("slug"))
+    if api_key is not None:
+        allowed = list(api_key.agents.values_list("pk", flat=True))
+        if allowed:
+            agents = agents.filter(pk__in=allowed)
+    return list(agents)
+
+
+_waiting_turns: dict[int, int] = {}
+
+
+def turn_waiting(*, agent_id: int, change: int) -> None:
+    """Count a turn of this process starting (+1) or ending (-1) a wait for its agent's
+    provider or for a thread lease. Event-loop only, so a plain dict suffices."""
+    count = _waiting_turns.get(agent_id, 0) + change
+    if count > 0:
+        _waiting_turns[agent_id] = count
+    else:
+        _waiting_turns.pop(agent_id, None)
+
+
+@functools.cache
+def _leased_thread_sql(vendor: str) -> str:
+    qn = connection.ops.quote_name
+    return (f"SELECT {qn('id')} FROM {qn(Thread._meta.db_table)} "  # noqa: S608 - no input
+            f"WHERE {qn('agent_id')} = %s AND {qn('lock_expires_at')} > %s "
+            f"AND {qn('id')} <> %s LIMIT 1")
+
+
+def agent_leased_thread(*, agent_id: int, now: Any, other_than: uuid.UUID) -> uuid.UUID | None:
+    """A thread of the agent other than ``other_than`` whose turn holds a live lease (in
+    any process): whether the agent is still at work. Raw SQL on the ``thread_agent_lease``
+    index: every turn's end asks, and the ORM's query building cost ten times the query."""
+    pk = Thread._meta.pk
+    assert pk is not None
+    with connection.cursor() as cursor:
+        cursor.execute(_leased_thread_sql(connection.vendor), [
+            agent_id, Thread._meta.get_field("lock_expires_at").get_db_prep_value(
+                now, connection),
+            pk.get_db_prep_value(other_than, connection)])
+        row = cursor.fetchone()
+    return pk.to_python(row[0]) if row else None
+
+
+def queue_depth(*, agent_id: int) -> int:
+    """Turns of this process waiting for the agent's provider or for a thread lease.
+
+    Per process: with several web processes each counts its own (the feed's ``agent_state``
+    events carry the count of the process whose turn changed state)."""
+    return _waiting_turns.get(agent_id, 0)
+
+
+def agent_list_public(*, slug: str | None = None) -> list[dict[str, Any]]:
+    """Every agent (or the one ``slug``) with its live state:
+
+    ``paused`` (an operator paused it), ``processing`` (a thread of its holds a live lease, in
+    any process: ``current_thread`` names one), ``waiting`` (turns of this process wait for its
+    provider or a thread lease, none running), ``error`` (its latest turn failed), else
+    ``idle``. ``queue_depth`` counts this process's waiting turns (:func:`queue_depth`)."""
+    from django.db.models import Max
+    from django.utils import timezone
+
+    now = timezone.now()
+    agents = Agent.objects.select_related("provider").order_by("slug")
+    if slug is not None:
+        agents = agents.filter(slug=slug)
+    agents = list(agents.annotate(last_activity=Max("threads__updated_at")))
+    ids = [a.pk for a in agents]
+    busy: dict[int, str] = {}
+    for agent_id, thread_id in (Thread.objects.filter(agent_id__in=ids, lock_expires_at__gt=now)
+                                .order_by("-updated_at").values_list("agent_id", "pk")):
+        busy.setdefault(agent_id, str(thread_id))
+    out = []
+    for a in agents:
+        depth = queue_depth(agent_id=a.pk)
+        latest = (Thread.objects.filter(agent_id=a.pk).order_by("-updated_at")
+                  .values_list("status", flat=True).first())
+        if a.paused:
+            state = "paused"
+        elif a.pk in busy:
+            state = "processing"
+        elif depth:
+            state = "waiting"
+        elif latest == Thread.Status.ERROR:
+            state = "error"
+        else:
+            state = "idle"
+        out.append({
+            "name": a.slug,
+            "slug": a.slug,
+            "display_name": a.display_name,
+            "description": a.description,
+            "enabled": a.enabled,
+            "paused": a.paused,
+            "state": state,
+            "current_thread": busy.get(a.pk),
+            "queue_depth": depth,
+            "last_activity": iso(a.last_activity),
+            "peers": [],
+            "provider": a.provider.name,
+            "model": a.model_name,
+        })
+    return out
+
+
+def _agent_not_found(slug: str) -> NotFound:
+    return NotFound(f"No agent {slug!r}.", code="agent_not_found", param="slug")
+
+
+def agent_public_get(*, slug: str) -> dict[str, Any]:
+    """:func:`agent_list_public`'s entry for ``slug``, or :class:`NotFound`."""
+    if "\x00" in slug:  # no slug holds one, and PostgreSQL refuses it in a query (a 500)
+        raise _agent_not_found(slug)
+    found = agent_list_public(slug=slug)
+    if not found:
+        raise _agent_not_found(slug)
+    return found[0]
+
+
+def agent_get(*, slug: str) -> Agent:
+    """The agent ``slug`` (enabled or not, with its provider), or :class:`NotFound`."""
+    if "\x00" in slug:  # as above
+        raise _agent_not_found(slug)
+    agent = Agent.objects.select_related("provider").filter(slug=slug).first()
+    if agent is None:
+        raise _agent_not_found(slug)
+    return agent

@@ -1,0 +1,91 @@
+"""Reads of the organism as a whole: its figures and the health of its components."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import time
+import uuid
+from typing import Any
+
+from django.conf import settings
+from django.db import connection
+
+from agents.database import run_db
+from agents.models import Agent, Message, Thread
+
+_PROCESS_STARTED = time.monotonic()
+
+
+def organism_info() -> dict[str, Any]:
+    """Name, status, uptime (of this process), agent count, active threads, total messages."""
+    return {
+        "name": settings.GAIA_ORGANISM_NAME,
+        "status": "running",
+        "uptime_seconds": int(time.monotonic() - _PROCESS_STARTED),
+        "agent_count": Agent.objects.filter(enabled=True).count(),
+        "active_threads": Thread.objects.filter(status=Thread.Status.ACTIVE).count(),
+        "total_messages": Message.objects.count(),
+        "mode": "redis" if settings.REDIS_URL else "single-process",
+    }
+
+
+def _database_check() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+        cursor.fetchone()
+
+
+async def _timed(check: Any) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    try:
+        async with asyncio.timeout(3):
+            detail = await check()
+    except Exception as exc:  # a failing component is reported, not raised
+        return {"status": "error", "error": f"{type(exc).__name__}: {exc}"[:300]}
+    out = {"status": "ok", "latency_ms": round((time.perf_counter() - t0) * 1000, 2)}
+    if detail:
+        out.update(detail)
+    return out
+
+
+async def _channel_layer_check() -> dict[str, Any]:
+    from channels.layers import get_channel_layer
+
+    layer = get_channel_layer()
+    channel = await layer.new_channel()
+    token = uuid.uuid4().hex
+    await layer.send(channel, {"type": "health.ping", "token": token})
+    message = await layer.receive(channel)
+    if message.get("token") != token:
+        raise RuntimeError("channel layer returned a different message")
+    return {"backend": type(layer).__name__}
+
+
+async def _broker_check() -> dict[str, Any]:
+    if not settings.REDIS_URL:
+        return {"mode": "eager (no broker: tasks run in-process)"}
+    import redis.asyncio as aioredis
+
+    client = aioredis.from_url(settings.REDIS_URL)
+    try:
+        await client.ping()
+    finally:
+        await client.aclose()
+    return {"mode": "redis"}
+
+
+async def health_report() -> dict[str, Any]:
+    """Per-component checks; ``status`` is ``ok`` only when every required component is."""
+    database, layer, broker = await asyncio.gather(
+        _timed(functools.partial(run_db, _database_check)),
+        _timed(_channel_layer_check),
+        _timed(_broker_check),
+    )
+    checks = {"database": database, "channel_layer": layer, "broker": broker}
+    ok = all(c["status"] == "ok" for c in checks.values())
+    return {
+        "status": "ok" if ok else "unavailable",
+        "checks": checks,
+        "mode": "redis" if settings.REDIS_URL else "single-process",
+    }

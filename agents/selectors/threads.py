@@ -1,0 +1,194 @@
+"""Reads of threads and messages: the public shapes operators see (reference 003, the feed
+and the operator API), the filtered lists, and the stored replies clients continue from."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.db.models import Exists, OuterRef, Q, QuerySet
+
+from agents import llm
+from agents.exceptions import NotFound
+from agents.models import ApiKey, Message, Thread
+
+
+def iso(value: Any) -> str | None:
+    return value.isoformat().replace("+00:00", "Z") if value is not None else None
+
+
+def client_label(*, user: str | None, api_key: ApiKey | None) -> str:
+    """Who speaks for the client in a thread: its user, else its key's name."""
+    return user or (api_key.name if api_key is not None else "") or "anonymous"
+
+
+def message_public(row: Message, *, agent: str, client: str) -> dict[str, Any]:
+    """A stored message as operators see it: reference 003's ``id, thread_id, from, to,
+    payload_type, payload, timestamp`` plus Gaia's own fields. Images are counted, not
+    shown (they may be megabytes of base64)."""
+    if row.role == Message.Role.ASSISTANT:
+        sender, recipient = agent, client
+        payload_type = "tool_calls" if row.tool_calls else "reply"
+    else:  # user messages and tool results both come from the client
+        sender, recipient = client, agent
+        payload_type = "tool_result" if row.role == Message.Role.TOOL else "text"
+    if row.sender:  # a team's inner work, or a reply by a member: who spoke is stored
+        sender, recipient = row.sender, row.recipient or recipient
+        if row.internal and row.role == Message.Role.USER:
+            payload_type = "task"
+    payload: dict[str, Any] = {"content": row.content}
+    if row.reasoning:
+        payload["reasoning"] = row.reasoning
+    if row.tool_calls:
+        payload["tool_calls"] = row.tool_calls
+    if row.tool_call_id:
+        payload["tool_call_id"] = row.tool_call_id
+    if row.parts:
+        payload["images"] = len(row.parts)
+    return {
+        "id": row.pk,
+        "thread_id": str(row.thread_id),
+        "seq": row.seq,
+        "from": sender,
+        "to": recipient,
+        "role": row.role,
+        "payload_type": payload_type,
+        "payload": payload,
+        "timestamp": iso(row.created_at),
+        "input_tokens": row.input_tokens,
+        "output_tokens": row.output_tokens,
+        "usage_estimated": row.usage_estimated,
+        "finish_reason": row.finish_reason or None,
+        "ttft_ms": row.ttft_ms,
+        "latency_ms": row.latency_ms,
+        "response_id": row.response_id or None,
+        "dialect": row.dialect or None,
+        "provider": row.provider or None,
+        "internal": row.internal,
+        "passages": row.passages,
+        "error": row.error or None,
+        "note": row.note or None,
+    }
+
+
+def thread_public(thread: Thread, *, agent: str, client: str) -> dict[str, Any]:
+    """A thread as operators see it (reference 003 plus Gaia's own fields)."""
+    return {
+        "id": str(thread.pk),
+        "agent": agent,
+        "title": thread.title,
+        "status": thread.status,
+        "participants": [client, agent],
+        "user": thread.user or None,
+        "message_count": thread.message_count,
+        "input_tokens": thread.input_tokens,
+        "output_tokens": thread.output_tokens,
+        "usage_estimated": thread.usage_estimated,
+        "workspace_root": thread.workspace_root or None,
+        "forked_from": str(thread.forked_from_id) if thread.forked_from_id else None,
+        "created_at": iso(thread.created_at),
+        "last_activity": iso(thread.updated_at),
+        "error": thread.last_error or None,
+        "route": thread.route,
+    }
+
+
+def thread_list_active(*, limit: int = 100) -> list[dict[str, Any]]:
+    """The most recently active threads with status ``active`` (the feed's snapshot)."""
+    threads = (Thread.objects.filter(status=Thread.Status.ACTIVE)
+               .select_related("agent", "api_key").order_by("-updated_at")[:limit])
+    return [thread_public(t, agent=t.agent.slug,
+                          client=client_label(user=t.user, api_key=t.api_key))
+            for t in threads]
+
+
+
+
+def thread_public_row(thread: Thread) -> dict[str, Any]:
+    """:func:`thread_public` of a thread read with ``agent`` and ``api_key``."""
+    return thread_public(thread, agent=thread.agent.slug,
+                         client=client_label(user=thread.user, api_key=thread.api_key))
+
+
+def message_public_row(row: Message) -> dict[str, Any]:
+    """:func:`message_public` of a message read with ``thread__agent`` and
+    ``thread__api_key``."""
+    thread = row.thread
+    return message_public(row, agent=thread.agent.slug,
+                          client=client_label(user=thread.user, api_key=thread.api_key))
+
+
+def thread_list(*, status: str | None = None, agent: str | None = None, since: Any = None,
+                q: str | None = None) -> QuerySet[Thread]:
+    """Threads, most recently active first. ``agent`` is an agent's slug, ``since`` keeps the
+    threads active at or after that time, ``q`` searches titles and message texts
+    (case-insensitive substring)."""
+    threads = Thread.objects.select_related("agent", "api_key").order_by("-updated_at", "pk")
+    if status:
+        threads = threads.filter(status=status)
+    if agent:
+        threads = threads.filter(agent__slug=agent)
+    if since is not None:
+        threads = threads.filter(updated_at__gte=since)
+    if q:
+        threads = threads.filter(
+            Q(title__icontains=q)
+            | Exists(Message.objects.filter(thread=OuterRef("pk"), content__icontains=q)))
+    return threads
+
+
+def thread_get(*, thread_id: Any) -> Thread:
+    """The thread ``thread_id`` (with its agent and key), or :class:`NotFound`."""
+    try:
+        return Thread.objects.select_related("agent", "api_key").get(
+            pk=uuid.UUID(str(thread_id)))
+    except (ValueError, Thread.DoesNotExist):
+        raise NotFound(f"No thread {str(thread_id)!r}.", code="thread_not_found",
+                       param="thread_id") from None
+
+
+def message_list(*, thread_id: Any = None, agent: str | None = None, since: Any = None,
+                 role: str | None = None, newest_first: bool = True) -> QuerySet[Message]:
+    """Stored messages (every thread, or one), newest first unless told otherwise."""
+    rows = Message.objects.select_related("thread__agent", "thread__api_key")
+    if thread_id is not None:
+        rows = rows.filter(thread_id=thread_id)
+    if agent:
+        rows = rows.filter(thread__agent__slug=agent)
+    if since is not None:
+        rows = rows.filter(created_at__gte=since)
+    if role:
+        rows = rows.filter(role=role)
+    return rows.order_by("-created_at", "-pk") if newest_first else rows.order_by("seq")
+
+
+def stored_reply_get(*, response_id: str, api_key: ApiKey | None) -> Message | None:
+    """The stored reply ``response_id`` of a thread this key owns (any dialect's id)."""
+    if "\x00" in response_id or len(response_id) > 100:  # no stored id is like that
+        return None
+    return (
+        Message.objects.select_related("thread__agent")
+        .filter(response_id=response_id, role=Message.Role.ASSISTANT, thread__api_key=api_key)
+        .order_by("-pk")
+        .first()
+    )
+
+
+def thread_branch_for_response(*, response_id: str, api_key: ApiKey | None
+                       ) -> tuple[str, str, list[llm.Message] | None]:
+    """``(thread id, session key, history)`` to continue from the stored reply ``response_id``.
+
+    ``history`` is ``None`` when that reply is its thread's latest message (the thread simply
+    continues); otherwise it holds the thread up to that reply, which the caller resends as
+    client-held history so the conversation branches there (a fork), as the Responses API
+    branches from an older response.
+    """
+    row = stored_reply_get(response_id=response_id, api_key=api_key)
+    if row is None:
+        raise NotFound(f"Previous response with id '{response_id}' not found.",
+                       param="previous_response_id", code="previous_response_not_found")
+    thread = row.thread
+    if row.seq == thread.message_count - 1:
+        return str(thread.pk), thread.session_key, None
+    rows = thread.messages.filter(seq__lte=row.seq, internal=False).order_by("seq")
+    return str(thread.pk), thread.session_key, [r.to_llm() for r in rows]

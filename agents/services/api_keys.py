@@ -1,0 +1,222 @@
+"""Writes of API keys: create (the secret shown once), revoke, authenticate, throttle, and the
+one authorization every request goes through (:func:`request_authorize`)."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+import math
+import secrets
+import time
+from datetime import timedelta
+from typing import Any
+
+from django.core.cache import cache, caches
+from django.core.cache.backends.locmem import LocMemCache
+from django.db import transaction
+from django.utils import timezone
+
+from agents import selectors
+from agents.exceptions import (
+    AgentNotFound,
+    AgentPaused,
+    AuthenticationFailed,
+    PermissionDenied,
+    RateLimited,
+)
+from agents.models import Agent, ApiKey
+from agents.services.config import config_changed
+from agents.services.control import AGENT_PAUSED_RETRY_AFTER
+
+log = logging.getLogger("gaia.services")
+
+KEY_PREFIX = "gaia_"
+
+
+def _hash_secret(secret: str) -> str:
+    # Keys carry 256 bits of randomness, so a fast hash is safe (no dictionary to attack).
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+@transaction.atomic
+def api_key_create(
+    *,
+    name: str,
+    scopes: list[str] | None = None,
+    agents: list[Agent] | None = None,
+    owner: Any = None,
+    expires_at: Any = None,
+    requests_per_minute: int = 0,
+) -> tuple[ApiKey, str]:
+    """Create a key and return it with its secret, which is not stored and never shown again."""
+    prefix = KEY_PREFIX + secrets.token_hex(4)
+    secret = f"{prefix}_{secrets.token_urlsafe(32)}"
+    key = ApiKey(
+        name=name,
+        prefix=prefix,
+        hashed_secret=_hash_secret(secret),
+        owner=owner,
+        scopes=scopes if scopes is not None else [ApiKey.Scope.CHAT],
+        expires_at=expires_at,
+        requests_per_minute=requests_per_minute,
+    )
+    key.full_clean()
+    key.save()
+    if agents:
+        key.agents.set(agents)
+    return key, secret
+
+
+def api_key_revoke(*, key: ApiKey) -> None:
+    ApiKey.objects.filter(pk=key.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
+    config_changed()
+
+
+
+
+class NeedsDatabase(Exception):
+    """A cache-only authorization (:func:`request_authorize` with ``cached_only``) needs the
+    database: a key or agent not in memory, a ``last_used_at`` to write, or a shared
+    rate-limit counter to bump. Nothing was counted or written."""
+
+
+def api_key_authenticate(
+    *, raw: str, scope: str = ApiKey.Scope.CHAT, cache: Any = None, cached_only: bool = False
+) -> ApiKey:
+    """The key for ``raw`` or :class:`AuthenticationFailed`. Constant-time on the secret."""
+    invalid = AuthenticationFailed("Incorrect API key provided.")
+    prefix = raw[: len(KEY_PREFIX) + 8]
+    if not raw.startswith(KEY_PREFIX) or raw[len(prefix) : len(prefix) + 1] != "_":
+        raise invalid
+    cache = cache or selectors.access_cache()
+    if cached_only and not cache.keys_loaded:
+        raise NeedsDatabase(prefix)
+    key = selectors.api_key_cached(cache=cache, prefix=prefix)
+    digest = _hash_secret(raw)
+    if key is None:
+        hmac.compare_digest(digest, digest)  # same work either way
+        raise invalid
+    if not hmac.compare_digest(key.hashed_secret, digest):
+        raise invalid
+    now = timezone.now()
+    if key.revoked_at is not None:
+        raise AuthenticationFailed("This API key has been revoked.")
+    if key.expires_at is not None and key.expires_at <= now:
+        raise AuthenticationFailed("This API key has expired.")
+    if scope not in (key.scopes or []):
+        raise PermissionDenied(
+            f"This API key does not have the {scope!r} scope.", code="insufficient_scope"
+        )
+    if key.last_used_at is None or now - key.last_used_at > timedelta(seconds=60):
+        if cached_only:
+            raise NeedsDatabase("last_used_at")
+        # Not a configuration change: no new stamp, the cached copy is updated in place.
+        ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
+        key.last_used_at = now
+    return key
+
+
+def _throttle_is_local() -> bool:
+    """Whether the rate-limit counters live in this process (no Redis: one server process)."""
+    return isinstance(caches["default"], LocMemCache)
+
+
+# This process's own counters, used while the shared cache (Redis) cannot be reached.
+_local_counts = LocMemCache("gaia-throttle-fallback", {"OPTIONS": {"MAX_ENTRIES": 10000}})
+_fallback_warned_at = 0.0
+
+
+def _count(counter: Any, cache_key: str) -> int:
+    if counter.add(cache_key, 1, timeout=70):
+        return 1
+    try:
+        return counter.incr(cache_key)
+    except ValueError:  # expired between add and incr
+        counter.add(cache_key, 1, timeout=70)
+        return 1
+
+
+def api_key_throttle(*, key: ApiKey) -> None:
+    """Count one request against the key's per-minute budget (a fixed window in the cache,
+    shared by every process when the cache is Redis).
+
+    With Redis unreachable the request is counted in this process alone (a looser limit
+    for as long as Redis is down, logged) rather than refused: the API keeps serving."""
+    global _fallback_warned_at
+    limit = key.requests_per_minute
+    if not limit:
+        return
+    now = time.time()
+    window = int(now // 60)
+    cache_key = f"gaia:rl:{key.pk}:{window}"
+    try:
+        count = _count(cache, cache_key)
+    except Exception as exc:  # the shared cache is down (redis.ConnectionError and kin)
+        if now - _fallback_warned_at > 60:
+            _fallback_warned_at = now
+            log.warning("rate limits counted per process: the shared cache failed (%s)", exc)
+        count = _count(_local_counts, cache_key)
+    if count > limit:
+        retry = max(1, math.ceil(60 - now % 60))
+        raise RateLimited(
+            f"Rate limit of {limit} requests per minute reached for this API key.",
+            retry_after=retry,
+        )
+
+
+def request_authorize(
+    *, raw_key: str | None, anonymous_allowed: bool, agent_slug: str | None,
+    version: str | None | object = ..., cached_only: bool = False,
+) -> tuple[ApiKey | None, Agent | None]:
+    """Authenticate, throttle and resolve the agent in one database round of the caller.
+
+    ``version`` is the configuration stamp if the caller has read it. With ``cached_only``
+    (on the event loop, no database) it raises :class:`NeedsDatabase` before counting the
+    request if anything is not in memory, and the caller runs it again on a database thread.
+
+    Order of checks is the client-visible contract: 401, 429, then 404 (unknown model) and
+    403 (model not allowed for this key).
+    """
+    if cached_only:
+        cache = selectors.access_cache_current(version)  # type: ignore[arg-type]
+        if cache is None:
+            raise NeedsDatabase("configuration changed")
+    else:
+        cache = selectors.access_cache(version=version)
+    key = None
+    if raw_key:
+        key = api_key_authenticate(raw=raw_key, cache=cache, cached_only=cached_only)
+    elif not anonymous_allowed:
+        raise AuthenticationFailed(
+            "You didn't provide an API key. Send it as 'Authorization: Bearer KEY' or "
+            "'x-api-key: KEY'."
+        )
+    agent = None
+    if agent_slug is not None:
+        if cached_only and agent_slug not in cache.agents:
+            raise NeedsDatabase(agent_slug)
+        agent = selectors.agent_cached(cache=cache, slug=agent_slug)
+    if key is not None:
+        if cached_only and key.requests_per_minute and not _throttle_is_local():
+            raise NeedsDatabase("rate limit")
+        api_key_throttle(key=key)
+    if agent_slug is None:
+        return key, None
+    if agent is None:
+        raise AgentNotFound(
+            f"The model '{agent_slug}' does not exist or you do not have access to it.",
+            param="model",
+        )
+    if key is not None and key.allowed_agent_ids and agent.pk not in key.allowed_agent_ids:
+        raise PermissionDenied(
+            f"This API key may not use the model '{agent_slug}'.", param="model"
+        )
+    if agent.paused:
+        raise AgentPaused(
+            f"The model '{agent_slug}' is paused by an operator; try again later.",
+            retry_after=AGENT_PAUSED_RETRY_AFTER,
+        )
+    return key, agent
+
+

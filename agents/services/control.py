@@ -1,0 +1,62 @@
+"""Operator control: pause and resume agents, kill threads, reload every process."""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.utils import timezone
+
+from agents import realtime, selectors
+from agents.models import Agent, Thread
+from agents.services.config import config_changed
+
+AGENT_PAUSED_RETRY_AFTER = 30  # seconds: what a paused agent's 503 tells clients to wait
+
+
+@transaction.atomic
+def agent_set_paused(*, agent: Agent, paused: bool) -> Agent:
+    """Pause (new requests get 503 with ``Retry-After``; turns in flight finish) or resume an
+    agent; idempotent. Every process sees it on its next request (configuration stamp)."""
+    now = timezone.now()
+    Agent.objects.filter(pk=agent.pk).update(paused=paused, updated_at=now)
+    agent.paused, agent.updated_at = paused, now
+    config_changed(reason="agent_paused" if paused else "agent_resumed")
+    realtime.send_event_on_commit(realtime.event(
+        "agent_changed", agent=agent.slug, change="paused" if paused else "resumed"))
+    realtime.send_event_on_commit(realtime.event(
+        "agent_state", agent=agent.slug, state="paused" if paused else "idle",
+        current_thread=None, queue_depth=selectors.queue_depth(agent_id=agent.pk)))
+    return agent
+
+
+def agent_changed_announce(*, agent: Agent, change: str) -> None:
+    """Tell the feed an agent was created, updated or deleted (the admin and imports)."""
+    realtime.send_event_on_commit(realtime.event("agent_changed", agent=agent.slug,
+                                                 change=change))
+
+
+@transaction.atomic
+def thread_kill(*, thread: Thread) -> bool:
+    """Stop the thread's turn wherever it runs and mark the thread ``killed``.
+
+    The running turn (if any, in any process) is stopped by a control message; it stores its
+    partial reply with finish reason ``killed`` and releases the lease itself. Returns whether
+    a turn held the thread's lease when the kill was sent. Idempotent."""
+    now = timezone.now()
+    running = thread.lock_expires_at is not None and thread.lock_expires_at > now
+    Thread.objects.filter(pk=thread.pk).update(status=Thread.Status.KILLED, updated_at=now)
+    thread.status, thread.updated_at = Thread.Status.KILLED, now
+    realtime.send_event_on_commit(realtime.event(
+        "thread_updated", thread_id=str(thread.pk), agent=thread.agent.slug,
+        status=thread.status, message_count=thread.message_count,
+        last_activity=selectors.iso(now),
+        error=thread.last_error or None))
+    realtime.send_control_on_commit("turn_kill", thread_id=str(thread.pk))
+    return running
+
+
+def organism_reload() -> None:
+    """Every process drops its cached keys and agents now (and reads them again)."""
+    config_changed(reason="reload")
+    realtime.send_control_on_commit("reload")
+
+

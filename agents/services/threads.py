@@ -1,0 +1,454 @@
+"""Writes of threads: resolving a conversation, the turn's lease, recording its messages
+(the client's, the reply, a team's inner work) and what the feed hears of them."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from django.db import transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from agents import llm, realtime, selectors
+from agents.exceptions import NotFound
+from agents.models import Agent, ApiKey, Message, Thread
+from agents.rows import Add, rows_insert, rows_update
+
+FAILED_FINISHES = ("error", "client_disconnected", "interrupted")
+INTERRUPTED_ERROR = ("The turn was interrupted: the server process running it stopped before "
+                     "the reply was complete.")
+EMPTY_DIGEST = hashlib.sha256(b"gaia-thread").hexdigest()
+
+
+def digest_chain(messages: list[llm.Message], start: str = EMPTY_DIGEST) -> list[str]:
+    """``[d0, d1, ..., dn]``: ``d_i`` identifies the first ``i`` messages."""
+    out = [start]
+    for m in messages:
+        blob = json.dumps(m.fingerprint(), separators=(",", ":"), ensure_ascii=False)
+        out.append(hashlib.sha256((out[-1] + blob).encode()).hexdigest())
+    return out
+
+
+def session_key_fallback(*, model: str, user: str | None, messages: list[llm.Message]) -> str:
+    first = next((m.text for m in messages if m.role == "user"), "")
+    blob = json.dumps([model, user or "anonymous", first], ensure_ascii=False)
+    return "hash:" + hashlib.sha256(blob.encode()).hexdigest()
+
+
+@dataclass
+class TurnStart:
+    """What a turn works with once it holds the thread's lease."""
+
+    thread_id: uuid.UUID
+    lock_token: str
+    history: list[llm.Message]  # what the backend gets, system prompt aside
+    base_digest: str  # the thread's digest once the new messages are stored
+    next_seq: int  # the reply's position in the thread
+    client: str = "anonymous"  # who speaks for the client (selectors.client_label)
+    message_ids: tuple[int, ...] = ()  # the ids of the messages this turn stored
+    agent_id: int = 0
+    agent_slug: str = ""
+    found: str = "new"  # how: new, forked, continued (history matched), stateful (log line)
+
+
+def thread_turn_begin(
+    *,
+    agent: Agent,
+    api_key: ApiKey | None,
+    session_key: str,
+    thread_id: str | None,
+    user: str | None,
+    incoming: list[llm.Message],
+    workspace_root: str | None,
+    dialect: str,
+    lease_seconds: float,
+    exclusive: bool = True,
+    title: str | None = None,
+) -> TurnStart | None:
+    """Find or create the thread for this conversation, take its lease and store the new messages.
+
+    Returns ``None`` when another turn holds the thread (the caller waits and calls again).
+    With ``exclusive=False`` (a session derived from the content, not named by the client) a
+    busy thread is not waited for: the request gets a thread of its own.
+    A client resending its history continues the thread whose stored history is a prefix of
+    it; a history that diverges from every stored thread (an edited message) forks a new
+    thread. With an explicit ``thread_id``, a request carrying only new messages (no assistant
+    turns) continues the stored conversation statefully.
+
+    ``title`` names a new thread (default: its first user text).
+
+    Raises :class:`NotFound` for an explicit thread id this key does not own.
+    """
+    chain = digest_chain(incoming)
+    now = timezone.now()
+    token = uuid.uuid4().hex
+    client = selectors.client_label(user=user, api_key=api_key)
+    lease = {"lock_token": token, "lock_expires_at": now + timedelta(seconds=lease_seconds)}
+    with transaction.atomic():
+        thread: Thread | None = None
+        forked = stateful = False
+        matched = 0
+        if thread_id:
+            try:
+                thread = Thread.objects.get(pk=uuid.UUID(str(thread_id)), api_key=api_key)
+            except (ValueError, Thread.DoesNotExist):
+                raise NotFound(f"No thread {thread_id!r} for this API key.",
+                               param="thread_id", code="thread_not_found") from None
+            if thread.history_digest in chain:
+                matched = chain.index(thread.history_digest)
+            elif not any(m.role == "assistant" for m in incoming):
+                stateful = True
+            else:
+                forked = True
+        elif not exclusive and not any(m.role == "assistant" for m in incoming):
+            # A first turn with no session id: nothing to continue (a retry after a failed
+            # first turn starts afresh; the failed thread stays as the record of it).
+            pass
+        else:
+            candidates = list(
+                Thread.objects.filter(
+                    api_key=api_key, session_key=session_key, agent=agent,
+                    history_digest__in=chain,
+                ).only("pk", "session_key", "history_digest", "message_count", "workspace_root",
+                      "lock_expires_at")
+                .order_by("-updated_at")[:20]
+            )
+            if candidates:
+                by_len = {d: i for i, d in enumerate(chain)}
+                thread = max(candidates, key=lambda t: by_len[t.history_digest])
+                matched = by_len[thread.history_digest]
+            elif any(m.role == "assistant" for m in incoming):
+                # A history with earlier replies that no stored thread has: an edit, so the
+                # new thread records the one it branched from. (A first turn is simply new.)
+                thread = (
+                    Thread.objects.filter(api_key=api_key, session_key=session_key, agent=agent)
+                    .only("pk", "session_key").order_by("-updated_at").first()
+                )
+                forked = thread is not None
+
+        def create(parent: Thread | None) -> TurnStart:
+            # A new thread is born holding its lease and its messages: two writes in all.
+            new = Thread(
+                agent=agent,
+                session_key=parent.session_key if (thread_id and parent) else session_key,
+                api_key=api_key, user=(user or "")[:300], forked_from=parent,
+                title=(title if title is not None
+                       else next((m.text for m in incoming if m.role == "user"), ""))[:200],
+                history_digest=chain[-1], workspace_root=workspace_root or "",
+                message_count=len(incoming), **lease,
+            )
+            rows_insert([new])
+            rows = rows_insert([Message.from_llm(m, thread_id=new.pk, seq=i, dialect=dialect)
+                                for i, m in enumerate(incoming)])
+            _announce_turn_begin(agent=agent, client=client, thread=new, rows=rows,
+                                 created=True)
+            return TurnStart(new.pk, token, incoming, chain[-1], len(incoming), client,
+                             message_ids=tuple(r.pk for r in rows), agent_id=agent.pk,
+                             agent_slug=agent.slug, found="forked" if parent else "new")
+
+        if thread is None or forked:
+            return create(thread)
+        got = Thread.objects.filter(
+            _lease_free(now), pk=thread.pk, history_digest=thread.history_digest
+        ).update(**lease)
+        if got and thread.lock_expires_at is not None and thread.lock_expires_at < now:
+            # The lease had expired without its turn finishing: the process running it died.
+            thread.message_count = _thread_record_abandoned(thread=thread, agent=agent,
+                                                            now=now)
+        if not got:
+            if exclusive or stateful:
+                return None  # busy, or it moved on meanwhile: wait and resolve again
+            # A derived session (no client session id) that is busy is a different person
+            # who happened to start the same way: give them their own thread, don't queue.
+            return create(None)
+        if stateful:
+            stored = [
+                r.to_llm() for r in thread.messages.filter(internal=False)
+                .order_by("seq")
+                if not (r.role == "assistant" and r.finish_reason in FAILED_FINISHES
+                        and not r.content and not r.tool_calls)
+            ]
+            new_messages = incoming
+            history = stored + incoming
+            new_chain = digest_chain(incoming, start=thread.history_digest)
+        else:
+            # Client-held history: it is authoritative for what the backend sees.
+            new_messages = incoming[matched:]
+            history = incoming
+            new_chain = chain[matched:]
+        rows = rows_insert([
+            Message.from_llm(m, thread_id=thread.pk, seq=thread.message_count + i,
+                             dialect=dialect)
+            for i, m in enumerate(new_messages)
+        ])
+        count = thread.message_count + len(new_messages)
+        update: dict[str, Any] = {
+            "message_count": count,
+            "history_digest": new_chain[-1],
+            "status": Thread.Status.ACTIVE,
+            "updated_at": now,
+        }
+        if workspace_root and workspace_root != thread.workspace_root:
+            update["workspace_root"] = workspace_root
+        Thread.objects.filter(pk=thread.pk).update(**update)
+        thread.message_count, thread.status, thread.updated_at = count, Thread.Status.ACTIVE, now
+        _announce_turn_begin(agent=agent, client=client, thread=thread, rows=rows,
+                             created=False)
+    return TurnStart(thread.pk, token, history, new_chain[-1], count, client,
+                     message_ids=tuple(r.pk for r in rows), agent_id=agent.pk,
+                     agent_slug=agent.slug, found="stateful" if stateful else "continued")
+
+
+def _announce_turn_begin(*, agent: Agent, client: str, thread: Thread, rows: list[Message],
+                         created: bool) -> None:
+    """The feed hears of a turn's thread, its new messages and its agent at work, once the
+    turn's transaction commits."""
+    if created:
+        events = [realtime.event("thread_created", thread=selectors.thread_public(
+            thread, agent=agent.slug, client=client))]
+    else:
+        events = [realtime.event(
+            "thread_updated", thread_id=str(thread.pk), agent=agent.slug, status=thread.status,
+            message_count=thread.message_count, last_activity=selectors.iso(thread.updated_at),
+            error=None)]
+    events += [realtime.event("message", message=selectors.message_public(
+        row, agent=agent.slug, client=client)) for row in rows]
+    events.append(realtime.event(
+        "agent_state", agent=agent.slug, state="processing", current_thread=str(thread.pk),
+        queue_depth=selectors.queue_depth(agent_id=agent.pk)))
+    for e in events:
+        realtime.send_event_on_commit(e)
+
+
+def _lease_free(now: Any) -> Q:
+    return Q(lock_expires_at__isnull=True) | Q(lock_expires_at__lt=now)
+
+
+def _thread_record_abandoned(*, thread: Thread, agent: Agent, now: Any) -> int:
+    """Record that the turn which held ``thread``'s (now expired) lease never finished: an
+    empty assistant message with finish reason ``interrupted`` and the thread's
+    ``last_error``; the feed hears of it. Call inside the transaction that takes the lease.
+    Returns the thread's new message count."""
+    seq = thread.message_count
+    row = Message.objects.create(
+        thread_id=thread.pk, seq=seq, role=Message.Role.ASSISTANT, content="",
+        finish_reason="interrupted", error=INTERRUPTED_ERROR, dialect="",
+    )
+    Thread.objects.filter(pk=thread.pk).update(
+        message_count=seq + 1, status=Thread.Status.ERROR, last_error=INTERRUPTED_ERROR,
+        updated_at=now)
+    for e in (
+        realtime.event("message", message=selectors.message_public(
+            row, agent=agent.slug, client="gaia")),
+        realtime.event("thread_updated", thread_id=str(thread.pk), agent=agent.slug,
+                       status=Thread.Status.ERROR, message_count=seq + 1,
+                       last_activity=selectors.iso(now), error=INTERRUPTED_ERROR),
+        realtime.event("error", thread_id=str(thread.pk), agent=agent.slug,
+                       error=INTERRUPTED_ERROR),
+    ):
+        realtime.send_event_on_commit(e)
+    return seq + 1
+
+
+def thread_leases_renew(*, tokens: list[str], lease_seconds: float) -> int:
+    """Extend the leases ``tokens`` (the turns running in one process) by ``lease_seconds``
+    from now: one write for all of them. Returns how many were still held."""
+    if not tokens:
+        return 0
+    until = timezone.now() + timedelta(seconds=lease_seconds)
+    return Thread.objects.filter(lock_token__in=tokens).update(lock_expires_at=until)
+
+
+def thread_leases_sweep() -> int:
+    """Record every turn whose lease expired without it finishing (its process died) as
+    interrupted and release the lease. Run once at server start, after a lease's length.
+    Returns how many were found."""
+    now = timezone.now()
+    found = 0
+    stale = Thread.objects.filter(lock_expires_at__lt=now).select_related("agent")
+    for thread in stale.only("pk", "message_count", "lock_expires_at", "agent", "agent__slug"):
+        with transaction.atomic():
+            if Thread.objects.filter(pk=thread.pk, lock_expires_at__lt=now).update(
+                    lock_token="", lock_expires_at=None):
+                fresh = Thread.objects.only("message_count").get(pk=thread.pk)
+                thread.message_count = fresh.message_count
+                _thread_record_abandoned(thread=thread, agent=thread.agent, now=now)
+                found += 1
+    return found
+
+
+@dataclass
+class TurnResult:
+    text: str = ""
+    reasoning: str = ""
+    tool_calls: list[llm.ToolCall] = field(default_factory=list)
+    finish_reason: str = "stop"
+    input_tokens: int = 0
+    output_tokens: int = 0
+    usage_estimated: bool = False
+    latency_ms: int | None = None
+    ttft_ms: int | None = None
+    error: str = ""
+    response_id: str = ""
+    provider: str = ""  # the provider that answered (an agent may fall back to others)
+    route: dict[str, Any] | None = None  # how a virtual model reached the agent (the thread's)
+    sender: str = ""  # who answered, when not the thread's agent (a team member)
+    passages: list[dict[str, Any]] | None = None  # knowledge-base passages the model got
+    note: str = ""  # what Gaia did to serve the turn, stored on the reply
+
+    @property
+    def status(self) -> str:
+        """The thread's status once this turn is recorded (it follows its last turn)."""
+        if self.finish_reason == "killed":
+            return Thread.Status.KILLED
+        return Thread.Status.ERROR if self.error else Thread.Status.COMPLETED
+
+
+def thread_turn_finish(
+    *, start: TurnStart, result: TurnResult, dialect: str, busy_with: Any = None
+) -> None:
+    """Store the assistant's reply (partial and failed ones too), update the thread and
+    release the lease. Two writes while the lease is held; a lease that expired meanwhile
+    still gets its reply stored, after the thread's current last message.
+
+    ``busy_with``: another thread the agent is at work on, if the caller knows one (a turn
+    of its own process); else the database is asked (any process's)."""
+    now = timezone.now()
+    reply = llm.Message(
+        role="assistant",
+        parts=(llm.TextPart(result.text),) if result.text else (),
+        tool_calls=tuple(result.tool_calls),
+    )
+    update: dict[str, Any] = {
+        "input_tokens": Add(result.input_tokens),
+        "output_tokens": Add(result.output_tokens),
+        "updated_at": now,
+        "status": result.status,
+        "last_error": result.error,
+        "lock_token": "",
+        "lock_expires_at": None,
+    }
+    if result.usage_estimated:
+        update["usage_estimated"] = True
+    if result.route is not None:
+        update["route"] = result.route
+    replayable = not result.error or result.text or result.tool_calls
+    with transaction.atomic():
+        seq = start.next_seq
+        update["message_count"] = seq + 1
+        if replayable:
+            update["history_digest"] = digest_chain([reply], start=start.base_digest)[-1]
+        held = {"id": start.thread_id, "lock_token": start.lock_token}
+        if not rows_update(Thread, where=held, values=update):
+            # The lease expired and another turn moved the thread on: append after it.
+            thread = Thread.objects.select_for_update().get(pk=start.thread_id)
+            seq = thread.message_count
+            update["message_count"] = seq + 1
+            if replayable:
+                update["history_digest"] = digest_chain([reply], start=thread.history_digest)[-1]
+            for lease_field in ("lock_token", "lock_expires_at"):
+                update.pop(lease_field)
+            rows_update(Thread, where={"id": start.thread_id}, values=update)
+        row = Message.from_llm(reply, thread_id=start.thread_id, seq=seq, dialect=dialect)
+        row.reasoning = result.reasoning
+        row.finish_reason = result.finish_reason
+        row.error = result.error
+        row.input_tokens = result.input_tokens
+        row.output_tokens = result.output_tokens
+        row.usage_estimated = result.usage_estimated
+        row.latency_ms = result.latency_ms
+        row.ttft_ms = result.ttft_ms
+        row.response_id = result.response_id
+        row.provider = result.provider
+        row.sender = result.sender
+        row.passages = result.passages
+        row.note = result.note[:500]
+        rows_insert([row])
+        _announce_turn_finish(start=start, result=result, row=row, now=now,
+                              message_count=update["message_count"], busy_with=busy_with)
+
+
+def _announce_turn_finish(*, start: TurnStart, result: TurnResult, row: Message,
+                          now: Any, message_count: int, busy_with: Any = None) -> None:
+    """The feed hears of the reply, the thread's new status, any error and whether the agent
+    is still at work (another thread of its may hold a lease, in any process)."""
+    slug = start.agent_slug
+    busy = busy_with or selectors.agent_leased_thread(agent_id=start.agent_id, now=now,
+                                                      other_than=start.thread_id)
+    events = [
+        realtime.event("message", message=selectors.message_public(
+            row, agent=slug, client=start.client)),
+        realtime.event("thread_updated", thread_id=str(start.thread_id), agent=slug,
+                       status=result.status, message_count=message_count,
+                       last_activity=selectors.iso(now), error=result.error or None),
+    ]
+    if result.error:
+        events.append(realtime.event("error", thread_id=str(start.thread_id), agent=slug,
+                                     error=result.error))
+    events.append(realtime.event(
+        "agent_state", agent=slug, state="processing" if busy else "idle",
+        current_thread=str(busy) if busy else None,
+        queue_depth=selectors.queue_depth(agent_id=start.agent_id)))
+    for e in events:
+        realtime.send_event_on_commit(e)
+
+
+# ---------------------------------------------------------------------------------------------
+# Teams: the inner messages of a team turn
+
+
+@dataclass
+class InnerMessage:
+    """One step of a team's inner work: a task (``role="user"``, leader to member) or a
+    member's reply (``role="assistant"``, member to leader)."""
+
+    sender: str
+    recipient: str
+    role: str
+    content: str
+    reasoning: str = ""
+    finish_reason: str = ""
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    usage_estimated: bool = False
+    latency_ms: int | None = None
+    ttft_ms: int | None = None
+    provider: str = ""
+    passages: list[dict[str, Any]] | None = None
+
+
+@transaction.atomic
+def team_messages_store(*, start: TurnStart, messages: list[InnerMessage]) -> list[Message]:
+    """Store a team's inner messages in its thread, after what the turn stored so far
+    (``start.next_seq`` moves on, so the team's answer lands after them). The caller holds
+    the thread's lease. They never join the history a client holds (``internal``); their
+    tokens count in the thread's usage. The feed hears of each once stored."""
+    rows = []
+    for m in messages:
+        rows.append(Message(
+            thread_id=start.thread_id, seq=start.next_seq + len(rows), role=m.role,
+            content=m.content, reasoning=m.reasoning, finish_reason=m.finish_reason,
+            input_tokens=m.input_tokens, output_tokens=m.output_tokens,
+            usage_estimated=m.usage_estimated, latency_ms=m.latency_ms, ttft_ms=m.ttft_ms,
+            provider=m.provider, sender=m.sender, recipient=m.recipient, internal=True,
+            passages=m.passages, dialect="team"))
+    rows = Message.objects.bulk_create(rows)
+    start.next_seq += len(rows)
+    update: dict[str, Any] = {
+        "message_count": start.next_seq,
+        "input_tokens": F("input_tokens") + sum(m.input_tokens or 0 for m in messages),
+        "output_tokens": F("output_tokens") + sum(m.output_tokens or 0 for m in messages),
+        "updated_at": timezone.now(),
+    }
+    if any(m.usage_estimated for m in messages):
+        update["usage_estimated"] = True
+    Thread.objects.filter(pk=start.thread_id).update(**update)
+    for row in rows:
+        realtime.send_event_on_commit(realtime.event("message", message=selectors.message_public(
+            row, agent=row.sender, client=row.recipient)))
+    return rows
