@@ -7,6 +7,6 @@ class AgentsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from agents import signals
+        from agents import events, signals  # noqa: F401 - events declares the feed's types
 
         signals.connect()

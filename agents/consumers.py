@@ -21,9 +21,9 @@ operator services (its commands). Protocol, in the order a client sees it:
    "error": ...}``. Bad JSON and unknown commands get an ``error`` too; the socket stays open.
 
 With ``?batch=1`` every message is a JSON array of events (each with its own ``seq``), at most
-one per ``realtime.feed_batch_interval`` (0.1 s, longer when a process serves more such
+one per ``fanout.feed_batch_interval`` (0.1 s, longer when a process serves more such
 sockets than ``GAIA_FEED_BATCH_RATE`` allows) besides replies to commands: the events of that
-interval less those a later one in it supersedes (``realtime._coalesced``; a socket with a
+interval less those a later one in it supersedes (``fanout._coalesced``; a socket with a
 subscription filter gets every event that matches), formatted once per process for every such
 socket.
 
@@ -51,7 +51,7 @@ from channels.security.websocket import OriginValidator
 from channels.sessions import CookieMiddleware
 from django.conf import settings
 
-from agents import realtime, runtime, selectors, services
+from agents import fanout, realtime, runtime, selectors, services
 from agents.database import run_db
 from agents.exceptions import (
     AgentNotFound,
@@ -72,7 +72,7 @@ CLOSE_FORBIDDEN = 4003
 
 COMMANDS = ("auth", "subscribe", "inject", "kill", "pause", "resume")
 
-_WITH_SEQ = '{},"seq":{}}}'.format  # an open JSON text (realtime.open_text) and its seq
+_WITH_SEQ = '{},"seq":{}}}'.format  # an open JSON text (fanout.open_text) and its seq
 
 
 class PingConsumer(AsyncJsonWebsocketConsumer):
@@ -235,9 +235,9 @@ class FeedConsumer(AsyncJsonWebsocketConsumer):
         self.threads: frozenset[str] = frozenset()
         self.agents: frozenset[str] = frozenset()
         self.events: frozenset[str] = frozenset()
-        # What the client is sent next: open JSON texts (realtime.open_text), each closed
+        # What the client is sent next: open JSON texts (fanout.open_text), each closed
         # with this socket's "seq" as it leaves, and (batch mode) whole FeedChunks.
-        self._out: collections.deque[str | realtime.FeedChunk] = collections.deque()
+        self._out: collections.deque[str | fanout.FeedChunk] = collections.deque()
         self._queued = 0  # events in _out
         self._wake = asyncio.Event()
         self._missed = 0
@@ -310,10 +310,10 @@ class FeedConsumer(AsyncJsonWebsocketConsumer):
         self.authenticated = True
         if self._auth_timer is not None:
             self._auth_timer.cancel()
-        await realtime.feed_join(self._feed_batch, paced=self.batch)
+        await fanout.feed_join(self._feed_batch, paced=self.batch)
         self._joined = True
         snapshot = await run_db(feed_snapshot)
-        self._out.appendleft(realtime.open_text({"event": "connected",
+        self._out.appendleft(fanout.open_text({"event": "connected",
                                                  "timestamp": realtime.now_iso(), **snapshot}))
         self._queued += 1
         self._sender = asyncio.create_task(self._send_loop(), name="gaia-feed-sender")
@@ -325,12 +325,12 @@ class FeedConsumer(AsyncJsonWebsocketConsumer):
             if task is not None:
                 task.cancel()
         if self._joined:
-            realtime.feed_leave(self._feed_batch)
+            fanout.feed_leave(self._feed_batch)
 
     # -- outgoing ----------------------------------------------------------------------------
 
     def _lagged(self) -> None:
-        self._out.append(realtime.open_text({"event": "lagged", "timestamp": realtime.now_iso(),
+        self._out.append(fanout.open_text({"event": "lagged", "timestamp": realtime.now_iso(),
                                              "missed": self._missed}))
         self._queued += 1
         self._missed = 0
@@ -345,7 +345,7 @@ class FeedConsumer(AsyncJsonWebsocketConsumer):
             return
         if self._missed:
             self._lagged()  # where the gap is
-        self._out.append(text if text is not None else realtime.open_text(item))
+        self._out.append(text if text is not None else fanout.open_text(item))
         self._queued += 1
         self._wake.set()
 
@@ -362,7 +362,7 @@ class FeedConsumer(AsyncJsonWebsocketConsumer):
         array, each event with its ``seq``."""
         out = self._out
         head = out[0]
-        if isinstance(head, realtime.FeedChunk) and len(out) == 1:  # the usual case
+        if isinstance(head, fanout.FeedChunk) and len(out) == 1:  # the usual case
             out.popleft()
             message = head.array(self._seq + 1)
             self._seq += len(head.texts)
@@ -372,14 +372,14 @@ class FeedConsumer(AsyncJsonWebsocketConsumer):
         taken = 0
         while out:
             item = out[0]
-            n = len(item.texts) if isinstance(item, realtime.FeedChunk) else 1
-            if taken and taken + n > realtime.FEED_BATCH_MAX:
+            n = len(item.texts) if isinstance(item, fanout.FeedChunk) else 1
+            if taken and taken + n > fanout.FEED_BATCH_MAX:
                 break
             out.popleft()
             first = self._seq + 1
             self._seq += n
             taken += n
-            parts.append(item.items(first) if isinstance(item, realtime.FeedChunk)
+            parts.append(item.items(first) if isinstance(item, fanout.FeedChunk)
                          else _WITH_SEQ(item, first))
         self._queued -= taken
         return f"[{','.join(parts)}]"
@@ -412,22 +412,22 @@ class FeedConsumer(AsyncJsonWebsocketConsumer):
                      "code": error.code or "error", "param": error.param,
                      "error": error.message}, always=True)
 
-    def _feed_batch(self, batch: realtime.FeedBatch) -> None:
-        """A batch of feed events (agents.realtime.feed_join)."""
+    def _feed_batch(self, batch: fanout.FeedBatch) -> None:
+        """A batch of feed events (agents.fanout.feed_join)."""
         if self.closed:
             return
         n = len(batch.texts)
         filtered = bool(self.events or self.threads or self.agents)
         if not filtered and not self._missed and self._queued + n <= self._max:
             # The common case, without a call per event.
-            if isinstance(batch, realtime.FeedChunk):
+            if isinstance(batch, fanout.FeedChunk):
                 self._out.append(batch)
             else:
                 self._out.extend(batch.texts)
             self._queued += n
             self._wake.set()
             return
-        if filtered and isinstance(batch, realtime.FeedChunk):
+        if filtered and isinstance(batch, fanout.FeedChunk):
             if batch.whole is None:  # a later chunk of an interval: the first had them all
                 return
             batch = batch.whole

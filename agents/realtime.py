@@ -14,7 +14,7 @@ order, batched: one channel-layer message carries every event that queued up whi
 previous one was being sent, so a burst costs one group send, not one per event.
 
 Groups. :data:`FEED_GROUP` carries every feed event to one listener per process, which hands
-each batch to the process's feed sockets (:func:`feed_join`; each filters by its
+each batch to the process's feed sockets (:mod:`agents.fanout`; each filters by its
 subscription). :data:`CONTROL_GROUP` reaches one listener per process
 (:func:`ensure_control_listener`) for cross-process commands: stop a turn, flush caches.
 """
@@ -25,7 +25,6 @@ import asyncio
 import atexit
 import contextlib
 import itertools
-import json
 import logging
 import threading
 import weakref
@@ -46,39 +45,19 @@ FEED_MESSAGE = "agents.feed_events"
 CONTROL_MESSAGE = "agents.control"
 
 # Every event type the feed carries, with the fields each event has besides ``event`` and
-# ``timestamp`` (consumers add ``seq``). The schema test in tests/agents/test_realtime.py checks
-# every event sent against this table.
-EVENT_FIELDS: dict[str, tuple[str, ...]] = {
-    "agent_state": ("agent", "state", "current_thread", "queue_depth"),
-    "agent_changed": ("agent", "change"),  # created, updated, deleted, paused, resumed
-    "config_changed": ("reason",),
-    "message": ("message",),
-    "message_delta": ("thread_id", "agent", "response_id", "text", "reasoning", "tool_calls",
-                      "output_chars"),
-    "thread_created": ("thread",),
-    "thread_updated": ("thread_id", "agent", "status", "message_count", "last_activity",
-                       "error"),
-    "error": ("thread_id", "agent", "error"),
-    # a request for ``auto`` went to ``agent`` (method: sticky, router, ranker, default)
-    "route_chosen": ("model", "agent", "method", "reason", "response_id", "elapsed_ms"),
-    # a team's inner work as it happens (step: plan, task, reply, failed, route, answer)
-    "team_step": ("team", "thread_id", "response_id", "step", "sender", "recipient", "text"),
-    # a knowledge base's document being indexed (status: queued, indexing, ready, error)
-    "kb_indexing": ("knowledge_base", "document", "document_id", "status", "progress",
-                    "chunks", "error"),
-    # the knowledge-base passages a turn gave its model
-    "knowledge_used": ("agent", "thread_id", "response_id", "passages"),
-    # an agent's provider failed before its first token and the next one takes over
-    "provider_fallback": ("agent", "thread_id", "response_id", "failed_provider",
-                          "next_provider", "error"),
-    # benchmark runs (benchmarks app) publish through here too
-    "run_created": ("run",),
-    "run_started": ("run",),
-    "run_progress": ("run_id", "status", "questions_done", "questions_total", "packets",
-                     "bytes"),
-    "question_finished": ("run_id", "result"),
-    "run_finished": ("run",),
-}
+# ``timestamp`` (consumers add ``seq``). Each app declares its own (:func:`event_types_declare`:
+# agents.events, benchmarks.events), once, at import; the schema test in
+# tests/agents/test_realtime.py checks every event sent against this table.
+EVENT_FIELDS: dict[str, tuple[str, ...]] = {}
+
+
+def event_types_declare(types: dict[str, tuple[str, ...]]) -> None:
+    """Declare feed event types and their fields (an app's ``events`` module, at import).
+    Raises ``ValueError`` for a type another app declared with other fields."""
+    for name, fields in types.items():
+        if EVENT_FIELDS.get(name, fields) != fields:
+            raise ValueError(f"feed event {name!r} is declared twice, with other fields")
+        EVENT_FIELDS[name] = fields
 
 
 def now_iso() -> str:
@@ -203,20 +182,21 @@ def _nobody_in(layer: Any, group: str) -> bool:
     return isinstance(layer, InMemoryChannelLayer) and not layer.groups.get(group)
 
 
-def _only_this_loop_listens(layer: Any, group: str) -> bool:
-    """Whether the in-memory layer's only member of ``group`` is this loop's listener, with
-    nothing of it still queued: then a batch can be handed to the listener's handler at once,
-    without the layer's deep copy of every event (a copy per batch: a few % of a turn when
-    sockets watch the feed). Same order, same loop, same moment: the copy happened here too."""
+def _only_this_loop_listens(layer: Any, group: str) -> Handler | None:
+    """The handler of this loop's listener of ``group`` if it is the in-memory layer's only
+    member, with nothing of it still queued: then a batch can be handed to it at once, without
+    the layer's deep copy of every event (a copy per batch: a few % of a turn when sockets
+    watch the feed). Same order, same loop, same moment: the copy happened here too."""
     from channels.layers import InMemoryChannelLayer
 
     if not isinstance(layer, InMemoryChannelLayer):
-        return False
-    channel = _channels.get((asyncio.get_running_loop(), group))
+        return None
+    key = (asyncio.get_running_loop(), group)
+    channel = _channels.get(key)
     if channel is None or list(layer.groups.get(group) or ()) != [channel]:
-        return False
+        return None
     queue = layer.channels.get(channel)
-    return queue is None or queue.empty()
+    return _handlers.get(key) if queue is None or queue.empty() else None
 
 
 async def _send_pending(outlet: _LoopOutlet) -> None:
@@ -230,8 +210,9 @@ async def _send_pending(outlet: _LoopOutlet) -> None:
             if _nobody_in(layer, group):
                 continue
             try:
-                if group == FEED_GROUP and _only_this_loop_listens(layer, group):
-                    await _handle_feed({"type": FEED_MESSAGE, "events": payloads})
+                handle = _only_this_loop_listens(layer, group) if group == FEED_GROUP else None
+                if handle is not None:
+                    await handle({"type": FEED_MESSAGE, "events": payloads})
                 elif group == FEED_GROUP:
                     await layer.group_send(group, {"type": FEED_MESSAGE, "events": payloads})
                 else:
@@ -301,12 +282,21 @@ async def control_ready() -> None:
     await _listening[(asyncio.get_running_loop(), CONTROL_GROUP)].wait()
 
 
+Handler = Callable[[dict[str, Any]], Awaitable[None]]
 _listeners: dict[tuple[asyncio.AbstractEventLoop, str], asyncio.Task[None]] = {}
+_handlers: dict[tuple[asyncio.AbstractEventLoop, str], Handler] = {}
 _listening: dict[tuple[asyncio.AbstractEventLoop, str], asyncio.Event] = {}
 _channels: dict[tuple[asyncio.AbstractEventLoop, str], str] = {}  # each listener's channel
 
 
-def _ensure_listener(group: str, handle: Callable[[dict[str, Any]], Awaitable[None]]) -> None:
+async def listen(group: str, handle: Handler) -> None:
+    """Pass the messages of ``group`` to ``handle`` on this loop (one channel per loop, however
+    many callers); returns once the listener has joined the group."""
+    _ensure_listener(group, handle)
+    await _listening[(asyncio.get_running_loop(), group)].wait()
+
+
+def _ensure_listener(group: str, handle: Handler) -> None:
     """One channel per event loop in ``group``, its messages passed to ``handle``."""
     loop = asyncio.get_running_loop()
     task = _listeners.get((loop, group))
@@ -315,7 +305,9 @@ def _ensure_listener(group: str, handle: Callable[[dict[str, Any]], Awaitable[No
             _listeners.pop(key, None)
             _listening.pop(key, None)
             _channels.pop(key, None)
+            _handlers.pop(key, None)
         _listening[(loop, group)] = asyncio.Event()
+        _handlers[(loop, group)] = handle
         task = _listeners[(loop, group)] = loop.create_task(
             _group_listen(group, handle), name=f"gaia-listen-{group}")
         _background.add(task)
@@ -341,10 +333,10 @@ async def listeners_stop() -> None:
         _listeners.pop(key, None)
         _listening.pop(key, None)
         _channels.pop(key, None)
+        _handlers.pop(key, None)
 
 
-async def _group_listen(group: str, handle: Callable[[dict[str, Any]], Awaitable[None]]
-                        ) -> None:
+async def _group_listen(group: str, handle: Handler) -> None:
     from channels.layers import get_channel_layer
 
     layer = get_channel_layer()
@@ -386,249 +378,6 @@ async def _group_listen(group: str, handle: Callable[[dict[str, Any]], Awaitable
                         exc_info=True)
             await asyncio.sleep(delay)
             delay = min(delay * 2, 5.0)
-
-
-# ---------------------------------------------------------------------------------------------
-# The feed's fan-out in each process: one channel in FEED_GROUP per event loop, however many
-# sockets listen. A channel per socket would cost, per batch and socket, a copy of the batch
-# (in-memory layer), a channel-layer read and Channels' dispatch with its thread hop
-# (close_old_connections): with 100 sockets that halved /v1's throughput
-# (scripts/perf/feed.py). Each event is also serialised once here, not once per socket.
-#
-# Two kinds of subscriber. An *immediate* one (a socket sending one event per message) gets
-# each FeedBatch as it reaches the process. A *paced* one (a socket sending arrays of events)
-# gets at most one FeedChunk per interval (feed_batch_interval): what reached the process
-# meanwhile, its texts laid out once with slots for the sockets' own ``seq`` numbers, so that
-# 100 such sockets cost one join and one send each, not a Python step per event per socket.
-
-# A paced subscriber's chunks: at most one per interval (seconds), at most this many events.
-FEED_BATCH_INTERVAL = 0.1
-FEED_BATCH_MAX = 500
-# Events waiting for paced subscribers that leave at once, interval or not (two full chunks:
-# what a socket's default queue, GAIA_FEED_QUEUE_MAX, holds). Lower cost /v1 a measurable
-# share more messages at full load (scripts/perf/feed.py --side-by-side, medians of 6: the
-# feed cost /v1 10.5 % at 500, 9.6 % at 1,000).
-FEED_BATCH_FLOOD = 2 * FEED_BATCH_MAX
-
-# ASCII (\u escapes): one non-ASCII character (a title's "…") made a whole message a wide
-# string, which uvicorn's UTF-8 encode then walked a character at a time: 75 µs for a
-# 150-event message against 1.3 µs, per socket (scripts/perf/feed.py).
-_dumps = json.JSONEncoder(ensure_ascii=True, separators=(",", ":")).encode
-
-
-def open_text(event: dict[str, Any]) -> str:
-    """``event``'s JSON text without its closing brace: a socket appends its own ``seq``."""
-    return _dumps(event)[:-1]
-
-
-@dataclass
-class FeedBatch:
-    """Feed events as they reached this process, and each one's :func:`open_text` (made
-    once per process, however many sockets send it)."""
-
-    events: list[dict[str, Any]]
-    texts: list[str]
-
-
-# A socket's seq numbers written into a FeedChunk's text: numbers below 10,000 come from
-# SEQ_SMALL, larger ones are str(seq // 10,000) followed by SEQ_LOW[seq % 10,000] (built on
-# first use; 20,000 short strings). Formatting them per event per socket (str(), or a
-# %-template, which copies its text a character at a time) was most of what a batch socket
-# cost; looked up, a 150-event message takes 7 µs instead of 50 (scripts/perf/feed.py).
-_SEQ_SPAN = 10_000
-_seq_tables: tuple[list[str], list[str]] | None = None
-
-
-def _seq_parts(first: int, n: int) -> tuple[list[str], list[str]] | None:
-    """The high and low parts of seq ``first`` .. ``first + n - 1``, or None when they cross a
-    multiple of 10,000 (then the caller writes them out)."""
-    global _seq_tables
-    high, low = divmod(first, _SEQ_SPAN)
-    if low + n > _SEQ_SPAN:
-        return None
-    if _seq_tables is None:
-        _seq_tables = ([str(i) for i in range(_SEQ_SPAN)],
-                       [f"{i:04d}" for i in range(_SEQ_SPAN)])
-    small, padded = _seq_tables
-    if high:
-        return [str(high)] * n, padded[low:low + n]
-    return [""] * n, small[low:low + n]
-
-
-class FeedChunk(FeedBatch):
-    """Up to :data:`FEED_BATCH_MAX` feed events for paced subscribers, the same for all of
-    them. :meth:`array` is a socket's message: the events as a JSON array, numbered from the
-    socket's next ``seq``."""
-
-    def __init__(self, events: list[dict[str, Any]], texts: list[str], *,
-                 whole: FeedBatch | None = None) -> None:
-        super().__init__(events, texts)
-        # The interval's events before _coalesced (on its first chunk only): what a socket
-        # with a subscription filter picks from, since whether an event is superseded can
-        # depend on another it does not take.
-        self.whole = whole
-        # Every event's open text, three slots apart: a socket fills the two slots after
-        # each (its seq's high and low parts) and joins the list.
-        self._frame: list[str] | None = None
-
-    def _fill(self, first: int, opening: str, closing: str) -> str:
-        frame = self._frame
-        n = len(self.texts)
-        if frame is None:
-            frame = self._frame = [""] * (3 * n + 1)
-            frame[0::3] = [("}," if i else "") + text + ',"seq":'
-                           for i, text in enumerate(self.texts)] + ["}"]
-        parts = frame.copy()
-        parts[0] = opening + parts[0]
-        parts[-1] += closing
-        seq = _seq_parts(first, n)
-        if seq is None:
-            parts[2::3] = map(str, range(first, first + n))
-        else:
-            parts[1::3], parts[2::3] = seq
-        return "".join(parts)
-
-    def array(self, first: int) -> str:
-        """``[event, ...]`` with seq ``first``, ``first + 1``..."""
-        return self._fill(first, "[", "]")
-
-    def items(self, first: int) -> str:
-        """The events, comma-separated, without the brackets (for an array that holds more)."""
-        return self._fill(first, "", "")
-
-
-FeedSubscriber = Callable[[FeedBatch], None]
-
-
-@dataclass
-class _Fanout:
-    """One event loop's feed subscribers, and the events waiting for its paced ones."""
-
-    immediate: list[FeedSubscriber] = field(default_factory=list)
-    paced: list[FeedSubscriber] = field(default_factory=list)
-    events: list[dict[str, Any]] = field(default_factory=list)
-    texts: list[str] = field(default_factory=list)
-    last: float = float("-inf")  # when the paced ones were last handed a chunk
-    timer: asyncio.TimerHandle | None = None
-
-
-_fanouts: dict[asyncio.AbstractEventLoop, _Fanout] = {}
-
-
-async def feed_join(subscriber: FeedSubscriber, *, paced: bool = False) -> None:
-    """Call ``subscriber`` (on this loop) with the feed's events from now on: every
-    :class:`FeedBatch` as it arrives, or, if ``paced``, a :class:`FeedChunk` at most every
-    :func:`feed_batch_interval` (the first at once, a flood sooner). Returns once this
-    process's listener has joined the feed group (nothing committed after this returns is
-    missed). ``subscriber`` must not block: it runs inline."""
-    loop = asyncio.get_running_loop()
-    for gone in [lp for lp in _fanouts if lp.is_closed()]:
-        del _fanouts[gone]
-    fanout = _fanouts.setdefault(loop, _Fanout())
-    (fanout.paced if paced else fanout.immediate).append(subscriber)
-    _ensure_listener(FEED_GROUP, _handle_feed)
-    await _listening[(loop, FEED_GROUP)].wait()
-
-
-def feed_leave(subscriber: FeedSubscriber) -> None:
-    """Stop calling ``subscriber``; idempotent."""
-    fanout = _fanouts.get(asyncio.get_running_loop())
-    if fanout is None:
-        return
-    for subscribers in (fanout.immediate, fanout.paced):
-        with contextlib.suppress(ValueError):
-            subscribers.remove(subscriber)
-
-
-def _call_each(subscribers: list[FeedSubscriber], batch: FeedBatch) -> None:
-    for subscriber in list(subscribers):
-        try:
-            subscriber(batch)
-        except Exception:
-            log.exception("feed subscriber failed")
-
-
-async def _handle_feed(message: dict[str, Any]) -> None:
-    loop = asyncio.get_running_loop()
-    fanout = _fanouts.get(loop)
-    if fanout is None or message.get("type") != FEED_MESSAGE:
-        return
-    if not (fanout.immediate or fanout.paced):
-        return
-    events = message["events"]
-    texts = [open_text(event) for event in events]
-    if fanout.immediate:
-        _call_each(fanout.immediate, FeedBatch(events, texts))
-    if fanout.paced:
-        fanout.events += events
-        fanout.texts += texts
-        if len(fanout.events) >= FEED_BATCH_FLOOD:
-            # A flood leaves now: it would otherwise reach each socket as one heap per
-            # interval, past its queue's bound (lagged) though it keeps up.
-            if fanout.timer is not None:
-                fanout.timer.cancel()
-            _pace(fanout)
-        elif fanout.timer is None:
-            wait = max(0.0, fanout.last + feed_batch_interval(len(fanout.paced)) - loop.time())
-            fanout.timer = loop.call_later(wait, _pace, fanout)
-
-
-def feed_batch_interval(paced: int) -> float:
-    """The time between two chunks for ``paced`` subscribers: :data:`FEED_BATCH_INTERVAL`, or
-    longer when that would send them more than ``GAIA_FEED_BATCH_RATE`` messages a second in
-    all (a message costs the server about as much as the events in it: scripts/perf/feed.py)."""
-    from django.conf import settings
-
-    return max(FEED_BATCH_INTERVAL, paced / settings.GAIA_FEED_BATCH_RATE)
-
-
-def _coalesced(events: list[dict[str, Any]], texts: list[str]
-               ) -> tuple[list[dict[str, Any]], list[str]]:
-    """An interval's events less those a later one in it supersedes, for paced subscribers
-    that take every event (who asked for the state at most every interval, not every
-    step; a socket with a subscription filter picks from every event): of an agent's
-    ``agent_state`` events the last, of a thread's ``thread_updated`` the last, and no
-    ``message_delta`` of a reply whose stored ``message`` is in the same interval (it holds
-    the whole text). Everything else is kept, in order."""
-    last: dict[tuple[str, Any], int] = {}
-    states = 0
-    replied: set[Any] = set()
-    for i, event in enumerate(events):
-        kind = event["event"]
-        if kind == "agent_state":
-            last["agent", event["agent"]] = i
-            states += 1
-        elif kind == "thread_updated":
-            last["thread", event["thread_id"]] = i
-            states += 1
-        elif kind == "message" and event["message"].get("role") == "assistant":
-            replied.add(event["message"].get("response_id"))
-    if len(last) == states and not replied:  # nothing superseded
-        return events, texts
-    keep_events, keep_texts = [], []
-    for i, (event, text) in enumerate(zip(events, texts, strict=True)):
-        kind = event["event"]
-        if ((kind == "agent_state" and last["agent", event["agent"]] != i)
-                or (kind == "thread_updated" and last["thread", event["thread_id"]] != i)
-                or (kind == "message_delta" and event["response_id"] in replied)):
-            continue
-        keep_events.append(event)
-        keep_texts.append(text)
-    return keep_events, keep_texts
-
-
-def _pace(fanout: _Fanout) -> None:
-    """Hand the paced subscribers what gathered since the last time, in chunks of at most
-    :data:`FEED_BATCH_MAX` events."""
-    fanout.timer = None
-    fanout.last = asyncio.get_running_loop().time()
-    whole = FeedBatch(fanout.events, fanout.texts)
-    fanout.events, fanout.texts = [], []
-    events, texts = _coalesced(whole.events, whole.texts)
-    for at in range(0, len(events), FEED_BATCH_MAX):
-        _call_each(fanout.paced, FeedChunk(events[at:at + FEED_BATCH_MAX],
-                                           texts[at:at + FEED_BATCH_MAX],
-                                           whole=None if at else whole))
 
 
 async def _handle_control(message: dict[str, Any]) -> None:

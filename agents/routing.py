@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from agents import bm25, llm, realtime, selectors, services, teams
+from agents import bm25, events, llm, realtime, selectors, services, teams
 from agents.backends import backend_for, fallback_stream
 from agents.database import run_db
 from agents.exceptions import AgentNotFound
@@ -354,8 +354,8 @@ async def route_choose(*, api_key: ApiKey | None, messages: list[llm.Message],
         route = await route_by_router(cat, candidates, last, context)
     else:
         route = route_by_ranker(cat, candidates, last, context)
-    realtime.send_event(realtime.event(
-        "route_chosen", model=AUTO, agent=route.agent.slug, method=route.method,
+    realtime.send_event(events.route_chosen(
+        model=AUTO, agent=route.agent.slug, method=route.method,
         reason=route.reason, response_id=response_id,
         elapsed_ms=round((time.monotonic() - t0) * 1000, 2)))
     return route

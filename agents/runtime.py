@@ -24,7 +24,7 @@ from typing import Any
 
 from django.conf import settings
 
-from agents import llm, realtime, selectors, services
+from agents import events, llm, realtime, selectors, services
 from agents.backends import backend_for, fallback_stream
 from agents.database import run_db
 from agents.exceptions import (
@@ -292,8 +292,8 @@ class Turn:
         self.request = self.request.replace(system=(system + "\n\n" if system else "")
                                             + selectors.passages_prompt(passages))
         self._passages = [{k: v for k, v in p.items() if k != "text"} for p in passages]
-        realtime.send_event(realtime.event(
-            "knowledge_used", agent=self.agent.slug, thread_id=self._registered,
+        realtime.send_event(events.knowledge_used(
+            agent=self.agent.slug, thread_id=self._registered,
             response_id=self.spec.response_id, passages=self._passages))
 
     async def _fit_window(self, backend: Any) -> None:
@@ -567,8 +567,8 @@ class Turn:
         """A provider failed before its first token: the feed hears of the hand-over."""
         log.warning("agent %s: provider %s failed (%s); trying %s", self.agent.slug,
                     failed.name, error, following.name)
-        realtime.send_event(realtime.event(
-            "provider_fallback", agent=self.agent.slug, thread_id=self._registered,
+        realtime.send_event(events.provider_fallback(
+            agent=self.agent.slug, thread_id=self._registered,
             response_id=self.spec.response_id, failed_provider=failed.name,
             next_provider=following.name, error=str(getattr(error, "message", error))))
 
@@ -650,8 +650,8 @@ class Turn:
         if not text and not reasoning and calls == self._delta_sent[2]:
             return
         self._delta_sent = (len(self._text), len(self._reasoning), calls)
-        realtime.send_event(realtime.event(
-            "message_delta", thread_id=self._registered, agent=self.agent.slug,
+        realtime.send_event(events.message_delta(
+            thread_id=self._registered, agent=self.agent.slug,
             response_id=self.spec.response_id, text=text, reasoning=reasoning,
             tool_calls=[{"name": t.name} for _, t in sorted(self._tools.items())],
             output_chars=sum(len(t) for t in self._text),

@@ -36,7 +36,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents import bm25, llm, realtime, selectors, services
+from agents import bm25, events, llm, realtime, selectors, services
 from agents.backends import backend_for, fallback_stream
 from agents.database import run_db
 from agents.exceptions import (
@@ -380,10 +380,9 @@ class TeamTurn:
         self._queue.put_nowait(llm.ReasoningDelta(text))
 
     def _step(self, step: str, sender: str, recipient: str, text: str) -> None:
-        realtime.send_event(realtime.event(
-            "team_step", team=self.model, thread_id=str(self.leader.thread_id),
-            response_id=self.spec.response_id, step=step, sender=sender, recipient=recipient,
-            text=text[:2000]))
+        realtime.send_event(events.team_step(
+            team=self.model, thread_id=self.leader.thread_id, response_id=self.spec.response_id,
+            step=step, sender=sender, recipient=recipient, text=text))
 
     async def _store(self, *messages: services.InnerMessage) -> None:
         assert self.leader._start is not None

@@ -4,3 +4,6 @@ from django.apps import AppConfig
 class BenchmarksConfig(AppConfig):
     name = "benchmarks"
     verbose_name = "Benchmarks"
+
+    def ready(self) -> None:
+        from benchmarks import events  # noqa: F401 - declares the run_* feed event types

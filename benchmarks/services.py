@@ -30,7 +30,7 @@ from django.utils import timezone
 from agents import realtime
 from agents.exceptions import Conflict, InvalidRequest
 from agents.models import Agent, ApiKey
-from benchmarks import selectors
+from benchmarks import events
 from benchmarks.models import DETERMINISTIC, BenchmarkResult, BenchmarkRun, BenchmarkSuite
 
 log = logging.getLogger("gaia.benchmarks")
@@ -170,8 +170,7 @@ def benchmark_run_create(
         field = next(iter(getattr(exc, "message_dict", {}) or {"run": None}))
         raise InvalidRequest(f"{field}: {exc}", param=field) from exc
     run.save()
-    realtime.send_event_on_commit(lambda: realtime.event(
-        "run_created", run=selectors.run_public(BenchmarkRun.objects.get(pk=run.pk))))
+    _announce_run("run_created", run.pk)
     transaction.on_commit(lambda: benchmark_run_dispatch(run_id=run.pk))
     return run
 
@@ -212,8 +211,7 @@ def benchmark_run_rerun(*, run: BenchmarkRun, submitted_by: ApiKey | None = None
 
 
 def _announce_run(event_name: str, run_id: int) -> None:
-    realtime.send_event_on_commit(lambda: realtime.event(
-        event_name, run=selectors.run_public(BenchmarkRun.objects.get(pk=run_id))))
+    realtime.send_event_on_commit(lambda: events.run_changed(event_name, run_id))
 
 
 @transaction.atomic
@@ -277,8 +275,8 @@ def benchmark_run_heartbeat(*, run_id: int, worker: str, progress: Progress) -> 
         state = (done, progress.packets, progress.bytes)
         if state != progress.announced:
             progress.announced = state
-            realtime.send_event_on_commit(realtime.event(
-                "run_progress", run_id=run_id, status=RUN_STATUS.RUNNING, questions_done=done,
+            realtime.send_event_on_commit(events.run_progress(
+                run_id=run_id, status=RUN_STATUS.RUNNING, questions_done=done,
                 questions_total=total, packets=progress.packets, bytes=progress.bytes))
     return True
 
@@ -327,8 +325,7 @@ def benchmark_result_record(*, run_id: int, worker: str, metrics: dict[str, Any]
             result = BenchmarkResult.objects.get(run=run, question_index=index)
         BenchmarkRun.objects.filter(pk=run_id).update(
             questions_done=run.results.count(), heartbeat_at=Now())
-        realtime.send_event_on_commit(lambda: realtime.event(
-            "question_finished", run_id=run_id, result=selectors.result_public(result)))
+        realtime.send_event_on_commit(lambda: events.question_finished(result))
     return result
 
 
@@ -353,8 +350,8 @@ def benchmark_run_finish(*, run_id: int, worker: str, status: str, error: str = 
             if progress is not None:  # the final counts, whatever the heartbeat last said
                 run_done, total = BenchmarkRun.objects.filter(pk=run_id).values_list(
                     "questions_done", "questions_total").get()
-                realtime.send_event_on_commit(realtime.event(
-                    "run_progress", run_id=run_id, status=status, questions_done=run_done,
+                realtime.send_event_on_commit(events.run_progress(
+                    run_id=run_id, status=status, questions_done=run_done,
                     questions_total=total, packets=progress.packets, bytes=progress.bytes))
             _announce_run("run_finished", run_id)
     return bool(done)

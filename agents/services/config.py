@@ -9,7 +9,7 @@ from typing import Any
 
 from django.db import transaction
 
-from agents import realtime
+from agents import events, realtime
 from agents.exceptions import InvalidRequest
 from agents.models import Agent, ConfigStamp, Provider, options_unmasked
 
@@ -19,7 +19,7 @@ def config_changed(*, reason: str = "edited") -> None:
     next request. Called by signals on save/delete, and by services that use ``update()``.
     The feed hears of it (``config_changed``) once the change commits."""
     ConfigStamp.objects.update_or_create(pk=1, defaults={"version": uuid.uuid4().hex})
-    realtime.send_event_on_commit(realtime.event("config_changed", reason=reason))
+    realtime.send_event_on_commit(events.config_changed(reason=reason))
 
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
-from agents import realtime, selectors
+from agents import events, realtime
 from agents.models import Agent, Thread
 from agents.services.config import config_changed
 
@@ -20,18 +20,16 @@ def agent_set_paused(*, agent: Agent, paused: bool) -> Agent:
     Agent.objects.filter(pk=agent.pk).update(paused=paused, updated_at=now)
     agent.paused, agent.updated_at = paused, now
     config_changed(reason="agent_paused" if paused else "agent_resumed")
-    realtime.send_event_on_commit(realtime.event(
-        "agent_changed", agent=agent.slug, change="paused" if paused else "resumed"))
-    realtime.send_event_on_commit(realtime.event(
-        "agent_state", agent=agent.slug, state="paused" if paused else "idle",
-        current_thread=None, queue_depth=selectors.queue_depth(agent_id=agent.pk)))
+    realtime.send_event_on_commit(events.agent_changed(
+        agent=agent.slug, change="paused" if paused else "resumed"))
+    realtime.send_event_on_commit(events.agent_state(
+        agent=agent.slug, agent_id=agent.pk, state="paused" if paused else "idle"))
     return agent
 
 
 def agent_changed_announce(*, agent: Agent, change: str) -> None:
     """Tell the feed an agent was created, updated or deleted (the admin and imports)."""
-    realtime.send_event_on_commit(realtime.event("agent_changed", agent=agent.slug,
-                                                 change=change))
+    realtime.send_event_on_commit(events.agent_changed(agent=agent.slug, change=change))
 
 
 @transaction.atomic
@@ -45,11 +43,9 @@ def thread_kill(*, thread: Thread) -> bool:
     running = thread.lock_expires_at is not None and thread.lock_expires_at > now
     Thread.objects.filter(pk=thread.pk).update(status=Thread.Status.KILLED, updated_at=now)
     thread.status, thread.updated_at = Thread.Status.KILLED, now
-    realtime.send_event_on_commit(realtime.event(
-        "thread_updated", thread_id=str(thread.pk), agent=thread.agent.slug,
-        status=thread.status, message_count=thread.message_count,
-        last_activity=selectors.iso(now),
-        error=thread.last_error or None))
+    realtime.send_event_on_commit(events.thread_updated(
+        thread_id=thread.pk, agent=thread.agent.slug, status=thread.status,
+        message_count=thread.message_count, at=now, error=thread.last_error))
     realtime.send_control_on_commit("turn_kill", thread_id=str(thread.pk))
     return running
 

@@ -9,13 +9,12 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
-from typing import Any
 
 from django.conf import settings
 from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
 
-from agents import realtime
+from agents import events, realtime
 from agents.documents import MAX_DOCUMENT_BYTES, chunk_text, document_kind, document_sections
 from agents.exceptions import InvalidRequest
 from agents.models import KnowledgeBase, KnowledgeChunk, KnowledgeDocument
@@ -23,14 +22,6 @@ from agents.models import KnowledgeBase, KnowledgeChunk, KnowledgeDocument
 log = logging.getLogger("gaia.knowledge")
 
 BATCH = 500  # chunks written per transaction (and per progress event)
-
-
-def _indexing_event(doc: KnowledgeDocument, *, status: str, progress: float,
-                    error: str = "") -> dict[str, Any]:
-    return realtime.event(
-        "kb_indexing", knowledge_base=doc.knowledge_base.slug, document=doc.name,
-        document_id=doc.pk, status=status, progress=round(progress, 3),
-        chunks=doc.chunk_count, error=error or None)
 
 
 @transaction.atomic
@@ -60,7 +51,7 @@ def knowledge_document_add(*, knowledge_base: KnowledgeBase, name: str, data: by
     doc = KnowledgeDocument.objects.create(knowledge_base=knowledge_base, name=name,
                                            kind=kind, data=data)
     KnowledgeBase.objects.filter(pk=knowledge_base.pk).update(index_version=uuid.uuid4().hex)
-    realtime.send_event_on_commit(_indexing_event(doc, status="queued", progress=0))
+    realtime.send_event_on_commit(events.kb_indexing(doc, status="queued", progress=0))
     transaction.on_commit(lambda: knowledge_document_index_schedule(document_id=doc.pk))
     return doc
 
@@ -108,7 +99,7 @@ def knowledge_document_index(*, document_id: int) -> bool:
         return False
     doc = KnowledgeDocument.objects.select_related("knowledge_base").get(pk=document_id)
     kb = doc.knowledge_base
-    realtime.send_event(_indexing_event(doc, status="indexing", progress=0))
+    realtime.send_event(events.kb_indexing(doc, status="indexing", progress=0))
     try:
         sections = document_sections(name=doc.name, kind=doc.kind, data=bytes(doc.data))
         passages = [(source, text) for source, section in sections
@@ -118,7 +109,7 @@ def knowledge_document_index(*, document_id: int) -> bool:
         message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
         KnowledgeDocument.objects.filter(pk=doc.pk).update(
             status=KnowledgeDocument.Status.ERROR, error=message[:2000])
-        realtime.send_event(_indexing_event(doc, status="error", progress=1, error=message))
+        realtime.send_event(events.kb_indexing(doc, status="error", progress=1, error=message))
         return True
     KnowledgeChunk.objects.filter(document=doc).delete()
     for start in range(0, len(passages), BATCH):
@@ -127,7 +118,7 @@ def knowledge_document_index(*, document_id: int) -> bool:
             KnowledgeChunk(knowledge_base=kb, document=doc, seq=start + i, source=source,
                            text=text) for i, (source, text) in enumerate(batch)])
         doc.chunk_count = start + len(batch)
-        realtime.send_event(_indexing_event(doc, status="indexing",
+        realtime.send_event(events.kb_indexing(doc, status="indexing",
                                             progress=doc.chunk_count / len(passages)))
     with transaction.atomic():
         KnowledgeDocument.objects.filter(pk=doc.pk).update(
@@ -135,6 +126,6 @@ def knowledge_document_index(*, document_id: int) -> bool:
             indexed_at=timezone.now())
         KnowledgeBase.objects.filter(pk=kb.pk).update(index_version=uuid.uuid4().hex)
     doc.chunk_count = len(passages)
-    realtime.send_event(_indexing_event(doc, status="ready", progress=1))
+    realtime.send_event(events.kb_indexing(doc, status="ready", progress=1))
     return True
 

@@ -14,7 +14,7 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from agents import llm, realtime, selectors
+from agents import events, llm, realtime, selectors
 from agents.exceptions import NotFound
 from agents.models import Agent, ApiKey, Message, Thread
 from agents.rows import Add, rows_insert, rows_update
@@ -209,19 +209,15 @@ def _announce_turn_begin(*, agent: Agent, client: str, thread: Thread, rows: lis
     """The feed hears of a turn's thread, its new messages and its agent at work, once the
     turn's transaction commits."""
     if created:
-        events = [realtime.event("thread_created", thread=selectors.thread_public(
-            thread, agent=agent.slug, client=client))]
+        announced = [events.thread_created(thread, agent=agent.slug, client=client)]
     else:
-        events = [realtime.event(
-            "thread_updated", thread_id=str(thread.pk), agent=agent.slug, status=thread.status,
-            message_count=thread.message_count, last_activity=selectors.iso(thread.updated_at),
-            error=None)]
-    events += [realtime.event("message", message=selectors.message_public(
-        row, agent=agent.slug, client=client)) for row in rows]
-    events.append(realtime.event(
-        "agent_state", agent=agent.slug, state="processing", current_thread=str(thread.pk),
-        queue_depth=selectors.queue_depth(agent_id=agent.pk)))
-    for e in events:
+        announced = [events.thread_updated(
+            thread_id=thread.pk, agent=agent.slug, status=thread.status,
+            message_count=thread.message_count, at=thread.updated_at)]
+    announced += [events.message(row, agent=agent.slug, client=client) for row in rows]
+    announced.append(events.agent_state(agent=agent.slug, agent_id=agent.pk,
+                                        state="processing", current_thread=thread.pk))
+    for e in announced:
         realtime.send_event_on_commit(e)
 
 
@@ -243,13 +239,10 @@ def _thread_record_abandoned(*, thread: Thread, agent: Agent, now: Any) -> int:
         message_count=seq + 1, status=Thread.Status.ERROR, last_error=INTERRUPTED_ERROR,
         updated_at=now)
     for e in (
-        realtime.event("message", message=selectors.message_public(
-            row, agent=agent.slug, client="gaia")),
-        realtime.event("thread_updated", thread_id=str(thread.pk), agent=agent.slug,
-                       status=Thread.Status.ERROR, message_count=seq + 1,
-                       last_activity=selectors.iso(now), error=INTERRUPTED_ERROR),
-        realtime.event("error", thread_id=str(thread.pk), agent=agent.slug,
-                       error=INTERRUPTED_ERROR),
+        events.message(row, agent=agent.slug, client="gaia"),
+        events.thread_updated(thread_id=thread.pk, agent=agent.slug, status=Thread.Status.ERROR,
+                              message_count=seq + 1, at=now, error=INTERRUPTED_ERROR),
+        events.error(thread_id=thread.pk, agent=agent.slug, error=INTERRUPTED_ERROR),
     ):
         realtime.send_event_on_commit(e)
     return seq + 1
@@ -380,21 +373,17 @@ def _announce_turn_finish(*, start: TurnStart, result: TurnResult, row: Message,
     slug = start.agent_slug
     busy = busy_with or selectors.agent_leased_thread(agent_id=start.agent_id, now=now,
                                                       other_than=start.thread_id)
-    events = [
-        realtime.event("message", message=selectors.message_public(
-            row, agent=slug, client=start.client)),
-        realtime.event("thread_updated", thread_id=str(start.thread_id), agent=slug,
-                       status=result.status, message_count=message_count,
-                       last_activity=selectors.iso(now), error=result.error or None),
+    announced = [
+        events.message(row, agent=slug, client=start.client),
+        events.thread_updated(thread_id=start.thread_id, agent=slug, status=result.status,
+                              message_count=message_count, at=now, error=result.error),
     ]
     if result.error:
-        events.append(realtime.event("error", thread_id=str(start.thread_id), agent=slug,
-                                     error=result.error))
-    events.append(realtime.event(
-        "agent_state", agent=slug, state="processing" if busy else "idle",
-        current_thread=str(busy) if busy else None,
-        queue_depth=selectors.queue_depth(agent_id=start.agent_id)))
-    for e in events:
+        announced.append(events.error(thread_id=start.thread_id, agent=slug, error=result.error))
+    announced.append(events.agent_state(agent=slug, agent_id=start.agent_id,
+                                        state="processing" if busy else "idle",
+                                        current_thread=busy))
+    for e in announced:
         realtime.send_event_on_commit(e)
 
 
@@ -449,6 +438,5 @@ def team_messages_store(*, start: TurnStart, messages: list[InnerMessage]) -> li
         update["usage_estimated"] = True
     Thread.objects.filter(pk=start.thread_id).update(**update)
     for row in rows:
-        realtime.send_event_on_commit(realtime.event("message", message=selectors.message_public(
-            row, agent=row.sender, client=row.recipient)))
+        realtime.send_event_on_commit(events.message(row, agent=row.sender, client=row.recipient))
     return rows

@@ -14,7 +14,7 @@ from channels.db import database_sync_to_async
 from channels.layers import channel_layers, get_channel_layer
 from channels.testing import WebsocketCommunicator
 
-from agents import realtime, services
+from agents import fanout, realtime, services
 from agents.consumers import CLOSE_FORBIDDEN, CLOSE_UNAUTHENTICATED, FeedConsumer
 from agents.database import run_db
 from agents.models import Agent, ApiKey, Message, Thread
@@ -589,7 +589,7 @@ async def test_a_slow_batch_client_is_told_how_many_events_it_missed(layer, oper
     for i in range(20):
         await run_db(services.agent_changed_announce, agent=echo_agent, change=f"c{i}")
     await run_db(services.agent_changed_announce, agent=echo_agent, change="last")
-    await asyncio.sleep(3 * realtime.FEED_BATCH_INTERVAL)  # every chunk handed over
+    await asyncio.sleep(3 * fanout.FEED_BATCH_INTERVAL)  # every chunk handed over
     GatedFeed.gate.set()
     got: list[dict[str, Any]] = []
     async with asyncio.timeout(TIMEOUT):

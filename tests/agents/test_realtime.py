@@ -16,7 +16,7 @@ from channels.db import database_sync_to_async
 from channels.layers import channel_layers, get_channel_layer
 from django.db import transaction
 
-from agents import realtime, runtime, services
+from agents import fanout, realtime, runtime, services
 from agents.database import run_db
 from agents.models import Agent, ApiKey, Thread
 
@@ -290,7 +290,7 @@ async def test_a_kill_for_another_thread_leaves_a_turn_alone(
 
 def test_feed_texts_are_ascii_and_mean_the_same() -> None:
     event = realtime.event("config_changed", reason="un café… 100 % 雨")
-    text = realtime.open_text(event) + "}"
+    text = fanout.open_text(event) + "}"
     assert text.isascii()
     assert json.loads(text) == event
 
@@ -298,7 +298,7 @@ def test_feed_texts_are_ascii_and_mean_the_same() -> None:
 @pytest.mark.parametrize("first", [1, 2, 9_990, 9_999, 10_000, 12_345, 19_997, 10**9 + 7])
 def test_a_chunk_numbers_its_events_from_the_sockets_next_seq(first: int) -> None:
     events = [realtime.event("config_changed", reason=f"{i}: 100 %d %s {{}}") for i in range(7)]
-    chunk = realtime.FeedChunk(events, [realtime.open_text(e) for e in events])
+    chunk = fanout.FeedChunk(events, [fanout.open_text(e) for e in events])
     array = json.loads(chunk.array(first))
     assert array == [{**e, "seq": first + i} for i, e in enumerate(events)]
     assert json.loads(f"[{chunk.items(first)}]") == array
@@ -313,16 +313,16 @@ async def test_paced_subscribers_get_a_chunk_per_interval_immediate_ones_every_b
     immediate: list[list[str]] = []
     paced: list[tuple[float, list[str]]] = []
 
-    def on_batch(batch: realtime.FeedBatch) -> None:
-        assert not isinstance(batch, realtime.FeedChunk)
+    def on_batch(batch: fanout.FeedBatch) -> None:
+        assert not isinstance(batch, fanout.FeedChunk)
         immediate.append([e["reason"] for e in batch.events])
 
-    def on_chunk(chunk: realtime.FeedBatch) -> None:
-        assert isinstance(chunk, realtime.FeedChunk)
+    def on_chunk(chunk: fanout.FeedBatch) -> None:
+        assert isinstance(chunk, fanout.FeedChunk)
         paced.append((loop.time(), [e["reason"] for e in chunk.events]))
 
-    await realtime.feed_join(on_batch)
-    await realtime.feed_join(on_chunk, paced=True)
+    await fanout.feed_join(on_batch)
+    await fanout.feed_join(on_chunk, paced=True)
     try:
         start = loop.time()
         sent = []
@@ -330,17 +330,17 @@ async def test_paced_subscribers_get_a_chunk_per_interval_immediate_ones_every_b
             sent.append(str(i))
             realtime.send_event(realtime.event("config_changed", reason=str(i)))
             await asyncio.sleep(0.01)
-        await asyncio.sleep(2 * realtime.FEED_BATCH_INTERVAL)
+        await asyncio.sleep(2 * fanout.FEED_BATCH_INTERVAL)
         assert [r for batch in immediate for r in batch] == sent
         assert [r for _, chunk in paced for r in chunk] == sent
         # The first event after a quiet spell goes at once, then one chunk per interval.
-        assert paced[0][0] - start < realtime.FEED_BATCH_INTERVAL / 2
+        assert paced[0][0] - start < fanout.FEED_BATCH_INTERVAL / 2
         gaps = [b[0] - a[0] for a, b in itertools.pairwise(paced)]
-        assert min(gaps) >= realtime.FEED_BATCH_INTERVAL - 0.01, gaps
+        assert min(gaps) >= fanout.FEED_BATCH_INTERVAL - 0.01, gaps
         assert len(paced) < len(immediate)
     finally:
-        realtime.feed_leave(on_batch)
-        realtime.feed_leave(on_chunk)
+        fanout.feed_leave(on_batch)
+        fanout.feed_leave(on_chunk)
         await realtime.listeners_stop()
 
 
@@ -352,7 +352,7 @@ async def test_a_process_alone_on_the_in_memory_layer_hands_events_over_without_
     realtime.bind()
     got: list[str] = []
 
-    def on_batch(batch: realtime.FeedBatch) -> None:
+    def on_batch(batch: fanout.FeedBatch) -> None:
         got.extend(e["reason"] for e in batch.events)
 
     sends: list[str] = []
@@ -363,7 +363,7 @@ async def test_a_process_alone_on_the_in_memory_layer_hands_events_over_without_
         await real_group_send(group, message)
 
     monkeypatch.setattr(memory_layer, "group_send", group_send)
-    await realtime.feed_join(on_batch)
+    await fanout.feed_join(on_batch)
     try:
         for i in range(5):
             realtime.send_event(realtime.event("config_changed", reason=f"a{i}"))
@@ -383,7 +383,7 @@ async def test_a_process_alone_on_the_in_memory_layer_hands_events_over_without_
         message = await memory_layer.receive(other)
         assert [e["reason"] for e in message["events"]][0] == "b0"
     finally:
-        realtime.feed_leave(on_batch)
+        fanout.feed_leave(on_batch)
         await realtime.listeners_stop()
 
 
@@ -407,21 +407,21 @@ def test_paced_subscribers_get_the_last_state_not_every_step() -> None:
     events = [state("a", "processing"), delta("r1", "hi"), state("b", "processing"),
               updated("t1", "active"), delta("r2", "still"), delta("r1", " there"), reply,
               updated("t1", "completed"), state("a", "idle"), updated("t2", "active")]
-    texts = [realtime.open_text(e) for e in events]
-    kept, kept_texts = realtime._coalesced(events, texts)
+    texts = [fanout.open_text(e) for e in events]
+    kept, kept_texts = fanout._coalesced(events, texts)
     assert kept == [events[i] for i in (2, 4, 6, 7, 8, 9)]
     assert kept_texts == [texts[i] for i in (2, 4, 6, 7, 8, 9)]
     plain = [state("a", "idle"), updated("t1", "active"), delta("r3", "x")]
-    assert realtime._coalesced(plain, texts[:3]) == (plain, texts[:3])
+    assert fanout._coalesced(plain, texts[:3]) == (plain, texts[:3])
 
 
 def test_the_batch_interval_grows_with_the_sockets_it_serves(settings: Any) -> None:
     settings.GAIA_FEED_BATCH_RATE = 250
-    assert realtime.feed_batch_interval(1) == realtime.FEED_BATCH_INTERVAL
-    assert realtime.feed_batch_interval(25) == realtime.FEED_BATCH_INTERVAL
-    assert realtime.feed_batch_interval(100) == pytest.approx(0.4)
+    assert fanout.feed_batch_interval(1) == fanout.FEED_BATCH_INTERVAL
+    assert fanout.feed_batch_interval(25) == fanout.FEED_BATCH_INTERVAL
+    assert fanout.feed_batch_interval(100) == pytest.approx(0.4)
     settings.GAIA_FEED_BATCH_RATE = 1000
-    assert realtime.feed_batch_interval(100) == realtime.FEED_BATCH_INTERVAL
+    assert fanout.feed_batch_interval(100) == fanout.FEED_BATCH_INTERVAL
 
 
 async def test_a_full_chunk_leaves_before_its_interval(memory_layer: Any, settings: Any
@@ -433,10 +433,10 @@ async def test_a_full_chunk_leaves_before_its_interval(memory_layer: Any, settin
     realtime.bind()
     chunks: list[list[str]] = []
 
-    def on_chunk(chunk: realtime.FeedBatch) -> None:
+    def on_chunk(chunk: fanout.FeedBatch) -> None:
         chunks.append([e["reason"] for e in chunk.events])
 
-    await realtime.feed_join(on_chunk, paced=True)
+    await fanout.feed_join(on_chunk, paced=True)
     try:
         realtime.send_event(realtime.event("config_changed", reason="first"))
         await realtime.flush()
@@ -448,10 +448,10 @@ async def test_a_full_chunk_leaves_before_its_interval(memory_layer: Any, settin
             await realtime.flush()
         await asyncio.sleep(0.2)
         sizes = [len(c) for c in chunks[1:]]
-        assert realtime.FEED_BATCH_FLOOD == 1000  # the numbers below
-        assert sizes == [realtime.FEED_BATCH_MAX, realtime.FEED_BATCH_MAX]
+        assert fanout.FEED_BATCH_FLOOD == 1000  # the numbers below
+        assert sizes == [fanout.FEED_BATCH_MAX, fanout.FEED_BATCH_MAX]
         assert [r for c in chunks[1:] for r in c] == [
             f"{b}.{i}" for b in range(12) for i in range(100)][:1000]
     finally:
-        realtime.feed_leave(on_chunk)
+        fanout.feed_leave(on_chunk)
         await realtime.listeners_stop()

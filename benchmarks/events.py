@@ -1,0 +1,42 @@
+"""The benchmarks app's feed events: their types (declared to :mod:`agents.realtime`, the one
+outlet) and their builders. A run's life on the feed: ``run_created``, ``run_started``,
+``run_progress`` (at most once a heartbeat), ``question_finished`` per question, then
+``run_finished``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agents import realtime
+from benchmarks import selectors
+from benchmarks.models import BenchmarkResult, BenchmarkRun
+
+realtime.event_types_declare({
+    "run_created": ("run",),
+    "run_started": ("run",),
+    "run_progress": ("run_id", "status", "questions_done", "questions_total", "packets",
+                     "bytes"),
+    "question_finished": ("run_id", "result"),
+    "run_finished": ("run",),
+})
+
+RUN_EVENTS = ("run_created", "run_started", "run_finished")
+
+
+def run_changed(name: str, run_id: int) -> dict[str, Any]:
+    """``name`` (one of :data:`RUN_EVENTS`) with the run as it is stored now."""
+    if name not in RUN_EVENTS:
+        raise ValueError(f"not a run event: {name!r}")
+    return realtime.event(name, run=selectors.run_public(BenchmarkRun.objects.get(pk=run_id)))
+
+
+def run_progress(*, run_id: int, status: str, questions_done: int, questions_total: int,
+                 packets: int, bytes: int) -> dict[str, Any]:  # noqa: A002 - the field's name
+    return realtime.event("run_progress", run_id=run_id, status=status,
+                          questions_done=questions_done, questions_total=questions_total,
+                          packets=packets, bytes=bytes)
+
+
+def question_finished(result: BenchmarkResult) -> dict[str, Any]:
+    return realtime.event("question_finished", run_id=result.run_id,
+                          result=selectors.result_public(result))
