@@ -31,10 +31,8 @@ plain text or one well-formed call of an offered tool, ``{"name": ..., "argument
 from __future__ import annotations
 
 import asyncio
-import codecs
 import contextlib
 import importlib.util
-import json
 import logging
 import os
 import queue
@@ -47,16 +45,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agents.exceptions import BackendError, ContextTooLong, InvalidRequest
+from agents.backends.local_prompt import (
+    StopText,
+    TokenText,
+    chat_message,
+    offered_tools,
+    parse_call,
+    request_grammar,
+    tools_prompt,
+)
+from agents.exceptions import BackendError, ContextTooLong
 from agents.llm import (
     COUNT_ON_LOOP_TOKENS,
     MAX_CHARS_PER_TOKEN,
     Event,
     Finish,
     LLMRequest,
-    Message,
     TextDelta,
-    Tool,
     ToolCallDelta,
     Usage,
     estimate_request_tokens,
@@ -160,7 +165,7 @@ class LocalModel:
         system = "\n\n".join(x for x in (request.system, tools_prompt(request)) if x)
         if system:
             messages.append({"role": "system", "content": system})
-        messages.extend(_chat_message(m) for m in request.messages)
+        messages.extend(chat_message(m) for m in request.messages)
         return self.formatter(messages=messages).prompt
 
     def tokenize(self, text: str) -> list[int]:
@@ -211,155 +216,6 @@ class LocalModel:
         return len(self._tokenize(text.encode("utf-8"), add_bos=False, special=False))
 
 
-def _chat_message(m: Message) -> dict[str, str]:
-    if m.role == "tool":
-        return {"role": "user", "content": f"Tool result:\n{m.text}"}
-    text = m.text
-    if m.role == "assistant" and m.tool_calls:
-        # In the form the model is asked to call tools in (tools_prompt).
-        calls = "\n".join(_call_json(c.name, c.arguments) for c in m.tool_calls)
-        text = f"{text}\n{calls}".strip()
-    return {"role": m.role, "content": text}
-
-
-def _call_json(name: str, arguments: str) -> str:
-    try:
-        args = json.loads(arguments) if arguments else {}
-    except ValueError:
-        args = {}
-    return json.dumps({"name": name, "arguments": args}, ensure_ascii=False)
-
-
-# -- tools and structured output as grammars ----------------------------------------------------
-
-def offered_tools(request: LLMRequest) -> list[Tool]:
-    """The tools the model may call under ``tool_choice``."""
-    mode = request.tool_choice.mode
-    if mode == "none":
-        return []
-    if mode == "tool":
-        return [t for t in request.tools if t.name == request.tool_choice.name]
-    return list(request.tools)
-
-
-def _first_line(text: str, limit: int = 160) -> str:
-    line = next((x.strip() for x in text.splitlines() if x.strip()), "")
-    return line if len(line) <= limit else line[: limit - 1] + "…"
-
-
-def tools_prompt(request: LLMRequest) -> str:
-    """How to call the offered tools, told compactly (their schemas are in the grammar)."""
-    tools = offered_tools(request)
-    if not tools:
-        return ""
-    must = request.tool_choice.mode in ("required", "tool")
-    lines = ["You can call tools. To call one, reply with only a JSON object: "
-             '{"name": "<tool name>", "arguments": {<its arguments>}}.'
-             + ("" if must else " Otherwise reply in plain text."), "Tools:"]
-    for t in tools:
-        props = t.parameters.get("properties") if isinstance(t.parameters, dict) else None
-        params = ", ".join(props) if isinstance(props, dict) else ""
-        lines.append(f"- {t.name}({params}): {_first_line(t.description)}")
-    return "\n".join(lines)
-
-
-def _schema_gbnf(schema: dict[str, Any]) -> str:
-    from llama_cpp.llama_grammar import json_schema_to_gbnf
-
-    gbnf = json_schema_to_gbnf(json.dumps(schema))
-    # JSON strings hold no raw control characters (RFC 8259, section 7); this converter's
-    # string rule allows them, and a small model then rambles across lines inside a string.
-    return gbnf.replace('char ::= [^"\\\\] |', 'char ::= [^"\\\\\\x7F\\x00-\\x1F] |')
-
-
-def cap_strings(schema: Any, limit: int) -> Any:
-    """``schema`` with ``maxLength: limit`` on every unbounded string (``options.
-    max_string_length``): a small model can ramble inside a string until its output budget
-    runs out, and a call cut short is no call."""
-    if isinstance(schema, list):
-        return [cap_strings(x, limit) for x in schema]
-    if not isinstance(schema, dict):
-        return schema
-    out: dict[str, Any] = {}
-    for key, value in schema.items():
-        if key in ("properties", "$defs", "definitions") and isinstance(value, dict):
-            out[key] = {name: cap_strings(sub, limit) for name, sub in value.items()}
-        elif key in ("items", "additionalProperties", "anyOf", "oneOf", "allOf", "prefixItems"):
-            out[key] = cap_strings(value, limit)
-        else:
-            out[key] = value
-    kinds = schema.get("type")
-    is_string = kinds == "string" or (isinstance(kinds, list) and "string" in kinds)
-    if is_string and not any(k in schema for k in ("maxLength", "enum", "const", "pattern",
-                                                   "format")):
-        out["maxLength"] = limit
-    return out
-
-
-def _arguments_schema(tool: Tool, max_string: int | None = None) -> dict[str, Any]:
-    """The tool's parameter schema if llama.cpp's converter takes it, else any JSON object."""
-    schema = tool.parameters if isinstance(tool.parameters, dict) and tool.parameters else {
-        "type": "object"}
-    if max_string:
-        schema = cap_strings(schema, max_string)
-    try:
-        _schema_gbnf(schema)
-    except Exception:  # noqa: BLE001 - a construct the converter lacks: keep the call's shape
-        log.info("tool %r: schema not expressible as a grammar; any object allowed", tool.name)
-        return {"type": "object"}
-    return schema
-
-
-# Plain text: anything that does not open a JSON object.
-_TEXT_RULES = 'text ::= [^{ \\t\\n\\r] [^\\x00]*\n'
-
-
-def request_grammar(request: LLMRequest, *, max_string: int | None = None
-                    ) -> tuple[str | None, bool]:
-    """``(GBNF or None, whether a JSON reply is a tool call)`` for ``request``;
-    ``max_string`` bounds the strings of tool arguments (:func:`cap_strings`).
-
-    Raises :class:`InvalidRequest` for a ``response_format`` schema the converter cannot
-    express (never silently unconstrained)."""
-    tools = offered_tools(request)
-    if tools:
-        calls = [{"type": "object", "properties": {"name": {"const": t.name},
-                                                   "arguments": _arguments_schema(t, max_string)},
-                  "required": ["name", "arguments"]} for t in tools]
-        gbnf = _schema_gbnf(calls[0] if len(calls) == 1 else {"oneOf": calls})
-        if request.tool_choice.mode in ("required", "tool"):
-            return gbnf, True
-        either = "root ::= call | text\n" + _TEXT_RULES
-        return either + gbnf.replace("root ::=", "call ::=", 1), True
-    fmt = request.extra.get("response_format")
-    if isinstance(fmt, dict):
-        kind = fmt.get("type")
-        if kind == "json_object":
-            return _schema_gbnf({"type": "object"}), False
-        if kind == "json_schema":
-            spec = fmt.get("json_schema") if isinstance(fmt.get("json_schema"), dict) else fmt
-            schema = spec.get("schema") if isinstance(spec, dict) else None
-            try:
-                return _schema_gbnf(schema if isinstance(schema, dict) else {}), False
-            except Exception as exc:  # noqa: BLE001 - reported to the client by name
-                raise InvalidRequest(
-                    f"The local model cannot enforce this JSON Schema ({exc}).",
-                    param="response_format", code="unsupported_schema") from None
-    return None, False
-
-
-def parse_call(text: str, tools: list[Tool]) -> tuple[str, str] | None:
-    """``(name, arguments JSON)`` if ``text`` is a call of one of ``tools``."""
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return None
-    if not isinstance(value, dict) or value.get("name") not in {t.name for t in tools}:
-        return None
-    args = value.get("arguments")
-    return value["name"], json.dumps(args if isinstance(args, dict) else {}, ensure_ascii=False)
-
-
 _models: dict[str, LocalModel] = {}
 _models_lock = threading.Lock()
 
@@ -389,53 +245,6 @@ class _Done:
     finish: str
     output_tokens: int
     error: BaseException | None = None
-
-
-class TokenText:
-    """Incremental detokenizer: a token's bytes may end inside a multi-byte UTF-8 character;
-    those bytes wait for the next token, so no text piece ever holds a broken character."""
-
-    def __init__(self, llama: Any) -> None:
-        self.llama = llama
-        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-
-    def token(self, token: int) -> str:
-        return self.decoder.decode(self.llama.detokenize([token]))
-
-    def flush(self) -> str:
-        return self.decoder.decode(b"", final=True)
-
-
-class StopText:
-    """Holds back text that could be the start of a stop string; finds stop strings."""
-
-    def __init__(self, stops: list[str]) -> None:
-        self.stops = [s for s in stops if s]
-        self.pending = ""
-
-    def feed(self, text: str) -> tuple[str, bool]:
-        """``(text safe to emit, stopped)``."""
-        if not self.stops:
-            return text, False
-        self.pending += text
-        cut = min((i for i in (self.pending.find(s) for s in self.stops) if i >= 0),
-                  default=-1)
-        if cut >= 0:
-            out, self.pending = self.pending[:cut], ""
-            return out, True
-        keep = 0
-        for s in self.stops:
-            for k in range(min(len(s) - 1, len(self.pending)), keep, -1):
-                if self.pending.endswith(s[:k]):
-                    keep = k
-                    break
-        out = self.pending[:len(self.pending) - keep]
-        self.pending = self.pending[len(out):]
-        return out, False
-
-    def flush(self) -> str:
-        out, self.pending = self.pending, ""
-        return out
 
 
 class LocalBackend:

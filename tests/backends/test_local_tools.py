@@ -65,7 +65,7 @@ async def test_auto_gives_text_or_a_well_formed_call(provider):
 
 
 def test_cap_strings_bounds_unbounded_strings_only():
-    from agents.backends.local import cap_strings
+    from agents.backends.local_prompt import cap_strings
 
     capped = cap_strings({"type": "object", "properties": {
         "a": {"type": "string"}, "b": {"type": "string", "maxLength": 5},

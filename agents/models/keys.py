@@ -1,0 +1,44 @@
+"""API keys: who may call Gaia, with which scopes, on which agents."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from agents.models.agents import Agent
+
+
+class ApiKey(models.Model):
+    """A client credential. Only a SHA-256 of the secret is stored; the secret is shown once."""
+
+    class Scope(models.TextChoices):
+        CHAT = "chat", "chat (the /v1 model routes)"
+        OPERATOR = "operator", "operator (watch and control)"
+        BENCHMARKS = "benchmarks", "benchmarks (queue runs)"
+
+    name = models.CharField(max_length=200)
+    prefix = models.CharField(max_length=32, unique=True, editable=False)
+    hashed_secret = models.CharField(max_length=64, editable=False)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    scopes = models.JSONField(default=list, blank=True)
+    agents = models.ManyToManyField(
+        Agent, blank=True, related_name="+", help_text="Agents this key may use; none = all."
+    )
+    expires_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+    requests_per_minute = models.PositiveIntegerField(default=0, help_text="0 = unlimited.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name = "API key"
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+    @property
+    def revoked(self) -> bool:
+        return self.revoked_at is not None

@@ -1,0 +1,156 @@
+"""The threads clients hold with agents, and their messages."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.db import models
+
+from agents import llm
+from agents.models.agents import Agent
+from agents.models.keys import ApiKey
+
+
+class Thread(models.Model):
+    class Status(models.TextChoices):
+        ACTIVE = "active"
+        COMPLETED = "completed"
+        ERROR = "error"
+        KILLED = "killed"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="threads")
+    session_key = models.CharField(max_length=300)
+    api_key = models.ForeignKey(
+        ApiKey, null=True, blank=True, on_delete=models.SET_NULL, related_name="threads"
+    )
+    user = models.CharField("client user", max_length=300, blank=True)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.ACTIVE)
+    title = models.CharField(max_length=200, blank=True)
+    forked_from = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="forks"
+    )
+    workspace_root = models.CharField(max_length=1000, blank=True)
+    message_count = models.PositiveIntegerField(default=0)
+    input_tokens = models.PositiveBigIntegerField(default=0)
+    output_tokens = models.PositiveBigIntegerField(default=0)
+    usage_estimated = models.BooleanField(
+        default=False, help_text="Some token counts are estimates (the provider gave none)."
+    )
+    # Chain digest of the conversation so far: a client resending its history is matched to
+    # the thread in one indexed query (see agents.services.thread_resolve).
+    history_digest = models.CharField(max_length=64, editable=False)
+    # Cross-process turn lease: one turn at a time per thread.
+    lock_token = models.CharField(max_length=32, blank=True, editable=False)
+    lock_expires_at = models.DateTimeField(null=True, blank=True, editable=False)
+    last_error = models.TextField(blank=True)
+    route = models.JSONField(
+        null=True, blank=True,
+        help_text="How a request for a virtual model (auto, team/...) reached this thread's "
+        "agent, and why.",
+    )
+    # The benchmark run whose work this thread is (its id: the core knows no benchmarks
+    # app); such threads are left out of the default thread list, one filter away.
+    run_id = models.PositiveIntegerField(
+        null=True, blank=True, db_index=True,
+        help_text="The benchmark run this thread's turns were for, if any.",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-updated_at"]
+        # Resolving a turn's thread: by digest within a session, and the session's latest.
+        # Both stay direct lookups however many threads share a session key (identical
+        # first messages without a session id all do).
+        indexes = [
+            models.Index(fields=["session_key", "history_digest"], name="thread_session_digest"),
+            models.Index(fields=["session_key", "-updated_at"], name="thread_session_recent"),
+            # Which threads of an agent hold a live lease (its state, for operators).
+            models.Index(fields=["agent", "lock_expires_at"], name="thread_agent_lease"),
+        ]
+
+    def __str__(self) -> str:
+        return self.title or str(self.id)
+
+
+class Message(models.Model):
+    class Role(models.TextChoices):
+        USER = "user"
+        ASSISTANT = "assistant"
+        TOOL = "tool"
+        SYSTEM = "system"  # an instruction given mid-conversation
+
+    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="messages")
+    seq = models.PositiveIntegerField()
+    role = models.CharField(max_length=20, choices=Role.choices)
+    content = models.TextField(blank=True)
+    parts = models.JSONField(null=True, blank=True, help_text="Non-text parts (images).")
+    tool_calls = models.JSONField(null=True, blank=True)
+    tool_call_id = models.CharField(max_length=200, blank=True)
+    reasoning = models.TextField(blank=True, help_text="The agent's own steps, not its words.")
+    input_tokens = models.PositiveIntegerField(null=True, blank=True)
+    output_tokens = models.PositiveIntegerField(null=True, blank=True)
+    usage_estimated = models.BooleanField(default=False)
+    finish_reason = models.CharField(max_length=40, blank=True)
+    error = models.TextField(blank=True, help_text="Why this reply failed, if it did.")
+    note = models.CharField(
+        max_length=500, blank=True,
+        help_text="What Gaia did to serve this turn (e.g. the oldest turns it trimmed to fit "
+        "the model's window).",
+    )
+    latency_ms = models.PositiveIntegerField(null=True, blank=True)
+    ttft_ms = models.PositiveIntegerField("time to first token (ms)", null=True, blank=True)
+    dialect = models.CharField(max_length=20, blank=True)
+    response_id = models.CharField(max_length=100, blank=True, db_index=True)
+    provider = models.CharField(
+        max_length=100, blank=True, help_text="The provider that produced this reply."
+    )
+    # Who spoke to whom; blank: derived from the role (the client and the thread's agent).
+    sender = models.CharField(max_length=100, blank=True)
+    recipient = models.CharField(max_length=100, blank=True)
+    internal = models.BooleanField(
+        default=False, help_text="A team's inner work (leader and members), not part of the "
+        "conversation the client holds.",
+    )
+    passages = models.JSONField(
+        null=True, blank=True, help_text="Knowledge-base passages given to the model for "
+        "this reply (source, chunk id, score).",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["thread", "seq"]
+        constraints = [
+            models.UniqueConstraint(fields=["thread", "seq"], name="message_thread_seq_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.role}: {self.content[:60]}"
+
+    def to_llm(self) -> llm.Message:
+        """This stored message as the runtime's canonical message (what a provider gets)."""
+        parts: list[llm.Part] = []
+        if self.content:
+            parts.append(llm.TextPart(self.content))
+        for p in self.parts or []:
+            parts.append(llm.ImagePart(url=p.get("url"), data=p.get("data"),
+                                       media_type=p.get("media_type")))
+        calls = tuple(llm.ToolCall(c["id"], c["name"], c["arguments"])
+                      for c in self.tool_calls or [])
+        return llm.Message(role=self.role, parts=tuple(parts),  # type: ignore[arg-type]
+                           tool_calls=calls, tool_call_id=self.tool_call_id or None)
+
+    @classmethod
+    def from_llm(cls, message: llm.Message, *, thread_id: uuid.UUID, seq: int,
+                 dialect: str) -> Message:
+        """An unsaved row for ``message`` at position ``seq`` of the thread."""
+        images = [{"url": p.url, "data": p.data, "media_type": p.media_type}
+                  for p in message.parts if isinstance(p, llm.ImagePart)]
+        return cls(
+            thread_id=thread_id, seq=seq, role=message.role, content=message.text,
+            parts=images or None,
+            tool_calls=[{"id": c.id, "name": c.name, "arguments": c.arguments}
+                        for c in message.tool_calls] or None,
+            tool_call_id=message.tool_call_id or "", dialect=dialect,
+        )
