@@ -7,10 +7,11 @@ selectors' ``thread_public``, ``message_public``, ``agent_list_public`` and ``or
 Auth: an API key with the ``operator`` scope (``Authorization: Bearer`` or ``X-API-Key``), or a
 logged-in staff session (CSRF enforced on unsafe methods). No credentials: 401; a key without
 the scope, or a non-staff user: 403. Every error, DRF's or Gaia's, leaves as
-``{"detail": ..., "code": ...}`` (:func:`api_exception_handler`), never a traceback or a page.
+``{"detail": ..., "code": ..., "param": ...}`` (:mod:`agents.rest`, the edge shared with the
+benchmarks API), never a traceback or a page.
 
 DRF views are sync: under ASGI they run on Django's worker thread, so the ORM is fine here;
-the one async call (:func:`agents.runtime.turn_inject`) goes through ``async_to_sync``, which
+the one async call (:func:`agents.turns.turn_inject`) goes through ``async_to_sync``, which
 runs it on the server's event loop, where the reply's background task must live.
 """
 
@@ -20,45 +21,28 @@ import logging
 from typing import Any
 
 from asgiref.sync import async_to_sync
-from django.conf import settings
-from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
-from django.core.exceptions import RequestDataTooBig
-from django.http import Http404
-from drf_spectacular.authentication import SessionScheme
-from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema, extend_schema_serializer, inline_serializer
 from rest_framework import exceptions, serializers, status
-from rest_framework.negotiation import BaseContentNegotiation, DefaultContentNegotiation
-from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
-from rest_framework.views import exception_handler as drf_exception_handler
 
-from agents import runtime, selectors, services
+from agents import selectors, services, turns
 from agents.authentication import (
-    BenchmarksKeyAuthentication,
     OperatorKeyAuthentication,
     StaffSessionAuthentication,
     note,
 )
-from agents.exceptions import (
-    AgentPaused,
-    GaiaError,
-    InvalidRequest,
-    PayloadTooLarge,
-    PermissionDenied,
-)
-from agents.models import Agent, ApiKey, Message, Thread
-from agents.schema import ApiAutoSchema
+from agents.models import ApiKey, Message, Thread
+from agents.rest import GaiaApi, JsonOnly, PaginationFilter
 
 log = logging.getLogger("gaia.api")
 
 
 # ---------------------------------------------------------------------------------------------
-# Edge: authentication, permission, errors, pagination
+# Who may call it (the rest of the edge is agents.rest)
 
 
 class IsOperator(BasePermission):
@@ -72,103 +56,9 @@ class IsOperator(BasePermission):
         return bool(user and user.is_authenticated and user.is_staff)
 
 
-def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
-    """Every error of the operator API as ``{"detail", "code"}`` (plus ``param`` and
-    ``errors`` for a field's validation error); 500s are logged and say nothing more."""
-    if isinstance(exc, RequestDataTooBig):
-        exc = PayloadTooLarge(
-            f"The request body is larger than {settings.GAIA_MAX_BODY_BYTES} bytes.")
-    if isinstance(exc, GaiaError):
-        body: dict[str, Any] = {"detail": exc.message, "code": exc.code or exc.kind}
-        if exc.param:
-            body["param"] = exc.param
-        response = Response(body, status=exc.status)
-        if exc.retry_after is not None:
-            response["Retry-After"] = str(exc.retry_after)
-        return response
-    if isinstance(exc, Http404):
-        exc = exceptions.NotFound()
-    elif isinstance(exc, DjangoPermissionDenied):
-        exc = exceptions.PermissionDenied()
-    response = drf_exception_handler(exc, context)
-    if response is None:
-        request = context.get("request")
-        log.error("unhandled error on %s %s", getattr(request, "method", "?"),
-                  getattr(request, "path", "?"), exc_info=exc)
-        return Response({"detail": "The server had an error while processing your request.",
-                         "code": "internal_error"}, status=500)
-    assert isinstance(exc, exceptions.APIException)
-    if isinstance(exc, exceptions.ValidationError):
-        errors = exc.detail if isinstance(exc.detail, dict) else {"non_field_errors": exc.detail}
-        field, messages = next(iter(errors.items()))
-        first = messages[0] if isinstance(messages, list) and messages else messages
-        if isinstance(first, dict):  # a nested serializer's error
-            inner, inner_messages = next(iter(first.items()))
-            field = f"{field}.{inner}"
-            first = inner_messages[0] if isinstance(inner_messages, list) else inner_messages
-        response.data = {"detail": f"{field}: {first}", "code": "invalid", "param": field,
-                         "errors": errors}
-    else:
-        code = getattr(exc.detail, "code", None) or exc.default_code
-        response.data = {"detail": str(exc.detail), "code": code}
-    return response
-
-
-class JsonOnly(BaseContentNegotiation):
-    """JSON whatever the client's ``Accept`` says (a browser's ``text/html`` included): the
-    operator API has no other representation, and a 406 helps nobody."""
-
-    def select_parser(self, request: Request, parsers: list[Any]) -> Any:
-        return DefaultContentNegotiation().select_parser(request, parsers)
-
-    def select_renderer(self, request: Request, renderers: list[Any],
-                        format_suffix: str | None = None) -> tuple[Any, str]:
-        return renderers[0], renderers[0].media_type
-
-
-class Pagination(LimitOffsetPagination):
-    default_limit = 50
-    max_limit = 200
-
-
-class PaginationFilter(serializers.Serializer):
-    """``limit`` and ``offset`` checked (DRF's paginator silently ignores bad values)."""
-
-    limit = serializers.IntegerField(required=False, min_value=1, max_value=Pagination.max_limit)
-    offset = serializers.IntegerField(required=False, min_value=0)
-
-
-class OperatorApi(APIView):
-    schema = ApiAutoSchema()
-    content_negotiation_class = JsonOnly
+class OperatorApi(GaiaApi):
     authentication_classes = [OperatorKeyAuthentication, StaffSessionAuthentication]
     permission_classes = [IsOperator]
-
-    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
-        # DRF reads a JSON body whole whatever Django's upload limit says; the ASGI guard
-        # (openai_api.asgi.BodyLimit) answers first in production, this in every other case.
-        try:
-            length = int(request.META.get("CONTENT_LENGTH") or 0)
-        except ValueError:
-            length = 0
-        if length > settings.GAIA_MAX_BODY_BYTES:
-            raise PayloadTooLarge(
-                f"The request body is larger than {settings.GAIA_MAX_BODY_BYTES} bytes.")
-        super().initial(request, *args, **kwargs)
-
-    def filters(self, serializer_class: type[serializers.Serializer]) -> dict[str, Any]:
-        # A plain dict, not the QueryDict: DRF reads an empty form value as "absent", so
-        # ``?limit=`` or ``?status=`` passed unchecked where the schema promises a value.
-        serializer = serializer_class(data=self.request.query_params.dict())
-        serializer.is_valid(raise_exception=True)
-        return dict(serializer.validated_data)
-
-    def paginated(self, rows: Any, render: Any, output: type[serializers.Serializer]
-                  ) -> Response:
-        paginator = Pagination()
-        page = paginator.paginate_queryset(rows, self.request, view=self)
-        data = output([render(r) for r in page or []], many=True).data
-        return paginator.get_paginated_response(data)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -219,6 +109,8 @@ class ThreadOutput(serializers.Serializer):
     error = serializers.CharField(allow_null=True)
     route = serializers.DictField(allow_null=True, help_text="How `auto` or a team chose the "
                                   "agent, and why (null: the client named the agent).")
+    run = serializers.IntegerField(allow_null=True, help_text="The benchmark run whose work "
+                                   "this thread is (null: a client's or an operator's).")
 
 
 class MessageOutput(serializers.Serializer):
@@ -326,6 +218,8 @@ class ThreadListApi(OperatorApi):
         agent = serializers.CharField(required=False, max_length=100, trim_whitespace=False)
         since = serializers.DateTimeField(required=False)
         q = serializers.CharField(required=False, max_length=200, trim_whitespace=False)
+        run = serializers.IntegerField(required=False, min_value=1, help_text="The threads "
+                                       "of this benchmark run (left out otherwise).")
 
     OutputSerializer = ThreadOutput
 
@@ -335,7 +229,7 @@ class ThreadListApi(OperatorApi):
     def get(self, request: Request) -> Response:
         f = self.filters(self.FilterSerializer)
         rows = selectors.thread_list(status=f.get("status"), agent=f.get("agent"),
-                                     since=f.get("since"), q=f.get("q"))
+                                     since=f.get("since"), q=f.get("q"), run=f.get("run"))
         return self.paginated(rows, selectors.thread_public_row, self.OutputSerializer)
 
 
@@ -396,27 +290,20 @@ class MessageListApi(OperatorApi):
 class InjectApi(OperatorApi):
     """``{to, payload, thread_id?}`` -> 202 ``{thread_id, message_id}``: the message is stored
     before the answer; the agent's reply is produced in the background (on the feed, and in
-    ``GET /threads/{id}`` once stored). ``payload``: a string, or an object with ``text`` (or
-    ``content``) holding one. A ``thread_id`` continues that thread (its agent must be
-    ``to``); 409 if a turn is running on it. A key limited to some agents may only inject
-    into those (403); 404 for an unknown agent or thread."""
+    ``GET /threads/{id}`` once stored). The rules (:mod:`agents.turns.inject`, the same for the
+    feed's ``inject`` command): ``payload`` a non-empty string or an object; 404 an unknown
+    agent or thread; 403 an agent the key may not use; 400 a disabled agent or a thread of
+    another agent; 503 a paused agent; 409 a thread busy with a turn. A ``thread_id``
+    continues that thread as its own client's conversation."""
 
     schema_errors = (404, 409, 503)
 
     @extend_schema_serializer(component_name="Inject")
     class InputSerializer(serializers.Serializer):
         to = serializers.CharField(max_length=100)
-        payload = serializers.JSONField()
+        payload = serializers.JSONField(help_text="A non-empty string, or an object (one with "
+                                        "only a 'text' or 'content' string stands for it).")
         thread_id = serializers.UUIDField(required=False, allow_null=True)
-
-        def validate_payload(self, value: Any) -> str:
-            if isinstance(value, dict):
-                value = value.get("text", value.get("content"))
-            if not isinstance(value, str) or not value.strip():
-                raise serializers.ValidationError(
-                    "Send a non-empty string, or an object with a 'text' (or 'content') string.",
-                    code="invalid_payload")
-            return value
 
     @extend_schema_serializer(component_name="InjectAccepted")
     class OutputSerializer(serializers.Serializer):
@@ -429,39 +316,17 @@ class InjectApi(OperatorApi):
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        agent = selectors.agent_get(slug=data["to"])
-        note(request, agent=agent.slug)
-        api_key = request.auth if isinstance(request.auth, ApiKey) else None
-        allowed = getattr(api_key, "allowed_agent_ids", None)
-        if allowed and agent.pk not in allowed:
-            raise PermissionDenied(f"This API key may not talk to the agent '{agent.slug}'.",
-                                   param="to", code="agent_not_allowed")
-        user = None if api_key is not None else request.user.get_username()
+        note(request, agent=data["to"])
         thread_id = data.get("thread_id")
-        if thread_id is not None:
-            thread = selectors.thread_get(thread_id=thread_id)
-            if thread.agent_id != agent.pk:
-                raise InvalidRequest(
-                    f"Thread {thread.pk} belongs to the agent '{thread.agent.slug}', "
-                    f"not '{agent.slug}'.", param="thread_id", code="thread_agent_mismatch")
-            # The thread continues as its own client's conversation.
-            api_key, user = thread.api_key, thread.user or None
-        self.refuse_unavailable(agent)
-        injected = async_to_sync(runtime.turn_inject)(
-            agent=agent, api_key=api_key, text=data["payload"],
-            thread_id=str(thread_id) if thread_id else None, user=user)
+        api_key = request.auth if isinstance(request.auth, ApiKey) else None
+        prepared = turns.inject_prepare(
+            to=data["to"], payload=data["payload"],
+            thread_id=str(thread_id) if thread_id else None, api_key=api_key,
+            operator=None if api_key is not None else request.user.get_username())
+        injected = async_to_sync(turns.turn_inject)(prepared)
         note(request, thread=injected.thread_id, found="continued" if thread_id else "new")
         out = {"thread_id": injected.thread_id, "message_id": injected.message_id}
         return Response(self.OutputSerializer(out).data, status=status.HTTP_202_ACCEPTED)
-
-    @staticmethod
-    def refuse_unavailable(agent: Agent) -> None:
-        if not agent.enabled:
-            raise InvalidRequest(f"The agent '{agent.slug}' is disabled.", param="to",
-                                 code="agent_disabled")
-        if agent.paused:
-            raise AgentPaused(f"The agent '{agent.slug}' is paused by an operator; resume it "
-                              "first.", retry_after=services.AGENT_PAUSED_RETRY_AFTER)
 
 
 class ThreadKillApi(OperatorApi):
@@ -530,30 +395,3 @@ class ApiNotFoundApi(APIView):
                                   code="unknown_route")
 
     post = put = patch = delete = head = options = trace = get
-
-
-class BenchmarksKeyScheme(OpenApiAuthenticationExtension):
-    target_class = BenchmarksKeyAuthentication
-    name = "benchmarksKey"
-
-    def get_security_definition(self, auto_schema: Any) -> dict[str, Any]:
-        return {"type": "http", "scheme": "bearer",
-                "description": "An API key with the 'benchmarks' scope (also accepted as "
-                               "X-API-Key)."}
-
-
-class OperatorKeyScheme(OpenApiAuthenticationExtension):
-    """The schema's security scheme for :class:`OperatorKeyAuthentication` (drf-spectacular
-    finds extensions by subclassing)."""
-
-    target_class = OperatorKeyAuthentication
-    name = "operatorKey"
-
-    def get_security_definition(self, auto_schema: Any) -> dict[str, Any]:
-        return {"type": "http", "scheme": "bearer",
-                "description": "An API key with the 'operator' scope (also accepted as "
-                               "X-API-Key)."}
-
-
-class StaffSessionScheme(SessionScheme):
-    target_class = StaffSessionAuthentication

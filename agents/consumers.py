@@ -4,9 +4,9 @@ The feed (issue 11, reference 003 "WebSocket API") is a thin interface over
 :mod:`agents.realtime` (where every event comes from), the selectors (the snapshot) and the
 operator services (its commands). Protocol, in the order a client sees it:
 
-1. Handshake. A browser's ``Origin`` must be one of ``ALLOWED_HOSTS`` (else HTTP 403, no
-   socket); a client that sends no ``Origin`` (not a browser: no cross-site risk) is let
-   through to authenticate like anyone else.
+1. Handshake (:mod:`agents.middleware`). A browser's ``Origin`` must be one of
+   ``ALLOWED_HOSTS`` (else HTTP 403, no socket); a client that sends no ``Origin`` (not a
+   browser: no cross-site risk) is let through to authenticate like anyone else.
 2. Authentication, before anything is sent: an operator-scope API key in the handshake
    (``Authorization: Bearer KEY`` or ``X-API-Key: KEY``), a logged-in staff session, or, for
    browsers that have neither, a first message ``{"cmd": "auth", "api_key": KEY}`` within
@@ -18,7 +18,9 @@ operator services (its commands). Protocol, in the order a client sees it:
    ``timestamp`` and ``seq`` (1, 2, 3... per socket).
 4. Commands (``subscribe``, ``inject``, ``kill``, ``pause``, ``resume``), each answered by
    ``{"event": "ack", "id": ..., "cmd": ...}`` or ``{"event": "error", "id": ..., "code": ...,
-   "error": ...}``. Bad JSON and unknown commands get an ``error`` too; the socket stays open.
+   "error": ..., "status": ...}`` (what the REST API answers for the same refusal: ``inject``
+   is one rule for both, :mod:`agents.turns.inject`). Bad JSON and unknown commands get an
+   ``error`` too; the socket stays open.
 
 With ``?batch=1`` every message is a JSON array of events (each with its own ``seq``), at most
 one per ``fanout.feed_batch_interval`` (0.1 s, longer when a process serves more such
@@ -40,18 +42,14 @@ import collections
 import json
 import logging
 import uuid
-from importlib import import_module
 from typing import Any
 from urllib.parse import parse_qs
 
-from channels.auth import AuthMiddleware
 from channels.consumer import get_handler_name
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
-from channels.security.websocket import OriginValidator
-from channels.sessions import CookieMiddleware
 from django.conf import settings
 
-from agents import fanout, realtime, runtime, selectors, services
+from agents import fanout, realtime, selectors, services, turns
 from agents.database import run_db
 from agents.exceptions import (
     AgentNotFound,
@@ -86,46 +84,6 @@ class PingConsumer(AsyncJsonWebsocketConsumer):
 
     async def agents_pong(self, message: dict[str, Any]) -> None:
         await self.send_json({"event": "pong", "echo": message["echo"]})
-
-
-class BrowserOriginValidator(OriginValidator):
-    """Channels' ``AllowedHostsOriginValidator``, except that a handshake without ``Origin``
-    is let through: browsers always send it (so a cross-site page is still refused), and
-    CLI clients (``websocat``, Python ``websockets``) do not. Authentication follows in the
-    consumer either way."""
-
-    def valid_origin(self, parsed_origin: Any) -> bool:
-        return parsed_origin is None or super().valid_origin(parsed_origin)
-
-
-def origin_checked(application: Any) -> BrowserOriginValidator:
-    allowed = settings.ALLOWED_HOSTS
-    if settings.DEBUG and not allowed:
-        allowed = ["localhost", "127.0.0.1", "[::1]"]
-    return BrowserOriginValidator(application, allowed)
-
-
-class SessionReader:
-    """Channels' ``SessionMiddleware`` for consumers that read the session and never write
-    it (the feed): the session the cookie names goes into the scope as Channels puts it there,
-    but without Channels' wrapper around ``send``, which asked on every message sent whether
-    the session needed saving (lazy-object lookups on each feed message: a visible share of
-    what a socket costs, scripts/perf/feed.py). Needs ``CookieMiddleware`` outside it."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> Any:
-        if "cookies" not in scope:
-            raise ValueError("SessionReader needs CookieMiddleware outside it")
-        store = import_module(settings.SESSION_ENGINE).SessionStore
-        key = scope["cookies"].get(settings.SESSION_COOKIE_NAME)
-        return await self.inner(dict(scope, session=store(key)), receive, send)
-
-
-def feed_auth_stack(inner: Any) -> Any:
-    """Channels' ``AuthMiddlewareStack`` with a session that is read, never saved."""
-    return CookieMiddleware(SessionReader(AuthMiddleware(inner)))
 
 
 def feed_snapshot() -> dict[str, Any]:
@@ -188,21 +146,6 @@ def _thread_id(content: dict[str, Any], *, required: bool) -> str | None:
     except ValueError:
         raise NotFound(f"No thread with id '{raw}'.", param="thread_id",
                        code="thread_not_found") from None
-
-
-def _payload_text(payload: Any) -> str:
-    """An inject's payload as the text the agent reads: a string as is, ``{"text": ...}`` or
-    ``{"content": ...}`` as that string, any other object as its JSON."""
-    if isinstance(payload, dict) and len(payload) == 1:
-        (only,) = payload.values()
-        if next(iter(payload)) in ("text", "content") and isinstance(only, str):
-            payload = only
-    if isinstance(payload, dict | list):
-        payload = json.dumps(payload, ensure_ascii=False)
-    if not isinstance(payload, str) or not payload.strip():
-        raise InvalidRequest("'payload' is required: a string or a JSON object.",
-                             param="payload")
-    return payload
 
 
 def _agent_get(slug: str) -> Agent:
@@ -408,9 +351,14 @@ class FeedConsumer(AsyncJsonWebsocketConsumer):
                      "cmd": content.get("cmd"), **fields}, always=True)
 
     def _error(self, cmd_id: Any, error: GaiaError) -> None:
-        self._queue({"event": "error", "timestamp": realtime.now_iso(), "id": cmd_id,
-                     "code": error.code or "error", "param": error.param,
-                     "error": error.message}, always=True)
+        """A command's refusal: the code, field and HTTP status the REST API would answer
+        (``retry_after`` too when it would send ``Retry-After``)."""
+        answer = {"event": "error", "timestamp": realtime.now_iso(), "id": cmd_id,
+                  "code": error.code or "error", "param": error.param, "error": error.message,
+                  "status": error.status}
+        if error.retry_after is not None:
+            answer["retry_after"] = error.retry_after
+        self._queue(answer, always=True)
 
     def _feed_batch(self, batch: fanout.FeedBatch) -> None:
         """A batch of feed events (agents.fanout.feed_join)."""
@@ -510,15 +458,10 @@ class FeedConsumer(AsyncJsonWebsocketConsumer):
         return {"threads": sorted(threads), "agents": sorted(agents), "events": sorted(events)}
 
     async def cmd_inject(self, content: dict[str, Any]) -> dict[str, Any]:
-        slug = _required_str(content, "to")
-        text = _payload_text(content.get("payload"))
-        thread_id = _thread_id(content, required=False)
-        agent = await run_db(_agent_get, slug)
-        if not agent.enabled:
-            raise AgentNotFound(f"The agent '{slug}' is disabled.", param="to",
-                                code="agent_disabled")
-        injected = await runtime.turn_inject(agent=agent, api_key=self.api_key, text=text,
-                                             thread_id=thread_id, user=self.user_label)
+        injected = await turns.inject(
+            to=_required_str(content, "to"), payload=content.get("payload"),
+            thread_id=_thread_id(content, required=False), api_key=self.api_key,
+            operator=self.user_label)
         return {"thread_id": injected.thread_id, "message_id": injected.message_id}
 
     async def cmd_kill(self, content: dict[str, Any]) -> dict[str, Any]:

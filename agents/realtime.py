@@ -107,6 +107,11 @@ def bind() -> None:
         ensure_control_listener()
 
 
+def serving_loop() -> asyncio.AbstractEventLoop | None:
+    """The loop :func:`bind` made this process's publishing loop (the server's), if it runs."""
+    return _bound if _bound is not None and _bound.is_running() else None
+
+
 def _publishing_loop() -> asyncio.AbstractEventLoop:
     try:
         return asyncio.get_running_loop()

@@ -1,9 +1,9 @@
 """The benchmarks REST API under ``/api/v1/benchmarks/`` (DRF).
 
 Who may call it: API keys with the ``benchmarks`` scope (``Authorization: Bearer`` or
-``X-API-Key``), or a staff session. Errors are DRF-shaped JSON with a stable ``code``:
-``{"detail": "...", "code": "invalid", "param": "limit", "errors": {...}}``; a 400 names the
-bad field in ``param``.
+``X-API-Key``), or a staff session. Errors are the operator API's (:mod:`agents.rest`, the
+shared edge): ``{"detail": "...", "code": "invalid", "param": "limit", "errors": {...}}``; a
+400 names the bad field in ``param``.
 """
 
 from __future__ import annotations
@@ -19,16 +19,14 @@ from drf_spectacular.utils import (
     inline_serializer,
 )
 from rest_framework import exceptions, serializers
-from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView, exception_handler
 
 from agents.authentication import BenchmarksKeyAuthentication, StaffSessionAuthentication
-from agents.exceptions import GaiaError, NotFound
+from agents.exceptions import NotFound
 from agents.models import ApiKey
-from agents.schema import ApiAutoSchema
+from agents.rest import GaiaApi, Pagination, StrictSerializer
 from benchmarks import selectors, services
 from benchmarks.models import BenchmarkRun, BenchmarkSuite
 
@@ -51,65 +49,15 @@ class BenchmarksAccess(BasePermission):
             code="missing_api_key")
 
 
-def _first_field(errors: Any, prefix: str = "") -> str | None:
-    if isinstance(errors, dict) and errors:
-        key, value = next(iter(errors.items()))
-        name = f"{prefix}.{key}" if prefix else str(key)
-        if key == "non_field_errors":
-            return prefix or None
-        return _first_field(value, name) or name
-    return None
-
-
-def benchmarks_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
-    if isinstance(exc, GaiaError):
-        code = exc.code or ("invalid" if exc.status == 400 else exc.kind)
-        response = Response({"detail": exc.message, "code": code,
-                             "param": exc.param}, status=exc.status)
-        if exc.retry_after:
-            response["Retry-After"] = str(exc.retry_after)
-        return response
-    if isinstance(exc, exceptions.ValidationError):
-        errors = exc.detail
-        param = _first_field(errors) if isinstance(errors, dict) else None
-        detail = "Invalid request."
-        if isinstance(errors, dict) and param:
-            first = errors.get(param.split(".")[0])
-            if isinstance(first, list) and first:
-                detail = f"{param}: {first[0]}"
-        return Response({"detail": detail, "code": "invalid", "param": param,
-                         "errors": errors}, status=400)
-    response = exception_handler(exc, context)
-    if response is not None and isinstance(exc, exceptions.APIException):
-        codes = exc.get_codes()
-        response.data = {"detail": str(exc.detail), "code": codes if isinstance(codes, str)
-                         else "error", "param": None}
-    return response
-
-
-class BenchmarksApi(APIView):
-    schema = ApiAutoSchema()
+class BenchmarksApi(GaiaApi):
     authentication_classes = [BenchmarksKeyAuthentication, StaffSessionAuthentication]
     permission_classes = [BenchmarksAccess]
-
-    def get_exception_handler(self) -> Any:
-        return benchmarks_exception_handler
 
     def _key(self, request: Request) -> ApiKey | None:
         return request.auth if isinstance(request.auth, ApiKey) else None
 
     def _user(self, request: Request) -> Any:
         return request.user if request.user and request.user.is_authenticated else None
-
-
-class StrictSerializer(serializers.Serializer):
-    """Unknown fields are errors (a typo must not silently run the default)."""
-
-    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        unknown = sorted(set(getattr(self, "initial_data", {}) or {}) - set(self.fields))
-        if unknown:
-            raise serializers.ValidationError({unknown[0]: ["Unknown field."]})
-        return attrs
 
 
 def _run_or_404(run_id: int) -> BenchmarkRun:
@@ -283,8 +231,7 @@ class RunListCreateApi(BenchmarksApi):
                                                     default=60.0)
         time_limit_s = serializers.FloatField(min_value=1, max_value=86400, default=3600.0)
 
-    class Pagination(LimitOffsetPagination):
-        default_limit = 50
+    class page_class(Pagination):  # noqa: N801 - GaiaApi's attribute
         max_limit = 500
 
     @extend_schema(parameters=[FilterSerializer], operation_id="benchmarks_runs_list",
@@ -295,16 +242,10 @@ class RunListCreateApi(BenchmarksApi):
                        "previous": serializers.URLField(allow_null=True),
                        "results": RunOutput(many=True)}))
     def get(self, request: Request) -> Response:
-        # A plain dict: DRF reads an empty form value of a QueryDict as "absent".
-        filters = self.FilterSerializer(data=request.query_params.dict())
-        filters.is_valid(raise_exception=True)
-        data = dict(filters.validated_data)
+        data = self.filters(self.FilterSerializer)
         data.pop("limit", None)
         data.pop("offset", None)
-        runs = selectors.run_list(**data)
-        paginator = self.Pagination()
-        page = paginator.paginate_queryset(runs, request, view=self)
-        return paginator.get_paginated_response([selectors.run_public(r) for r in page or []])
+        return self.paginated(selectors.run_list(**data), selectors.run_public)
 
     @extend_schema(request=InputSerializer, responses={201: RunOutput},
                    operation_id="benchmarks_runs_create", summary="Queue a benchmark run")

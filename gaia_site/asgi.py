@@ -26,7 +26,7 @@ from django.core.exceptions import RequestAborted  # noqa: E402
 from django.core.handlers.asgi import ASGIHandler, get_script_prefix  # noqa: E402
 from django.urls import get_resolver, set_script_prefix  # noqa: E402
 
-from agents.consumers import feed_auth_stack, origin_checked  # noqa: E402
+from agents.middleware import feed_auth_stack, origin_checked  # noqa: E402
 from gaia_site.lifespan import Lifespan  # noqa: E402
 from gaia_site.routing import websocket_urlpatterns  # noqa: E402
 from openai_api.asgi import BodyLimit  # noqa: E402

@@ -47,14 +47,14 @@ class Lifespan:
                 return
 
     def startup(self) -> None:
-        from agents import runtime
+        from agents import realtime, turns
 
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGINT):
                 previous = signal.getsignal(sig)
 
                 def handler(signum: int, frame: Any, previous: Any = previous) -> None:
-                    runtime.drain_begin()
+                    turns.drain_begin()
                     if callable(previous):
                         previous(signum, frame)
 
@@ -63,6 +63,9 @@ class Lifespan:
             from gaia_site.affinity import pin_to_free_core
 
             pin_to_free_core()
+        # This loop publishes the process's events (and runs the turns of its benchmark
+        # worker: agents.turns.turn_ask) from now on, not the first request's.
+        realtime.bind()
         self._sweep = asyncio.get_running_loop().create_task(self._sweep_later())
 
     async def _sweep_later(self) -> None:
@@ -80,12 +83,12 @@ class Lifespan:
             log.warning("recorded %d turns interrupted by a stopped server process", found)
 
     async def shutdown(self) -> None:
-        from agents import realtime, runtime
+        from agents import realtime, turns
 
         if self._sweep is not None:
             self._sweep.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._sweep
-        await runtime.drain_wait(SHUTDOWN_RECORD_SECONDS)
+        await turns.drain_wait(SHUTDOWN_RECORD_SECONDS)
         with contextlib.suppress(Exception):
             await asyncio.wait_for(realtime.flush(), 2)

@@ -230,7 +230,7 @@ REST_FRAMEWORK = {
     # The operator API (agents/apis.py) speaks JSON only: no browsable HTML, no form posts.
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
-    "EXCEPTION_HANDLER": "agents.apis.api_exception_handler",
+    "EXCEPTION_HANDLER": "agents.rest.api_exception_handler",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Gaia operator API",

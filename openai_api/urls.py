@@ -1,15 +1,18 @@
 from django.urls import path, re_path
 
 from openai_api import apis
+from openai_api.dialects import chat, messages, responses
 
 urlpatterns = [
     path("models", apis.ModelListApi.as_view(), name="v1-models"),
     re_path(r"^models/(?P<model_id>.+)$", apis.ModelDetailApi.as_view(), name="v1-model"),
-    path("chat/completions", apis.ChatCompletionCreateApi.as_view(), name="v1-chat"),
-    path("responses", apis.ResponseCreateApi.as_view(), name="v1-responses"),
+    path("chat/completions", apis.ModelCreateApi.as_view(dialect=chat.DIALECT),
+         name="v1-chat"),
+    path("responses", apis.ModelCreateApi.as_view(dialect=responses.DIALECT),
+         name="v1-responses"),
     re_path(r"^responses/(?P<response_id>[^/]+)$", apis.ResponseDetailApi.as_view(),
             name="v1-response"),
-    path("messages", apis.MessageCreateApi.as_view(), name="v1-messages"),
+    path("messages", apis.ModelCreateApi.as_view(dialect=messages.DIALECT), name="v1-messages"),
     path("messages/count_tokens", apis.MessageCountTokensApi.as_view(),
          name="v1-messages-count-tokens"),
     re_path(r"^[\s\S]*$", apis.NotFoundApi.as_view()),

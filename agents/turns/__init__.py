@@ -1,5 +1,65 @@
-"""The one door into a turn (see :mod:`agents.turns.door`)."""
+"""The one door into a turn: interfaces (the ``/v1`` dialects, the operator API and feed,
+benchmark runs) import this package, never its modules.
 
-from agents.turns.catalogue import model_entry, model_entry_anthropic
+* :mod:`~agents.turns.door`: :func:`authorize`, :func:`turn_open`, :func:`turn_ask` and the
+  model catalogue's reads;
+* :mod:`~agents.turns.inject`: every rule of an operator's inject;
+* :mod:`~agents.turns.spec`: :class:`TurnSpec` and :class:`TurnLike`;
+* :mod:`~agents.turns.runtime` (one agent's :class:`Turn`), :mod:`~agents.turns.teams`
+  (``team/<slug>``), :mod:`~agents.turns.auto` (``auto``), :mod:`~agents.turns.catalogue`
+  (which models exist), :mod:`~agents.turns.requests` (an agent as a provider request),
+  :mod:`~agents.turns.reply` (a reply as it streams), :mod:`~agents.turns.registry` (the turns
+  in flight: leases, kill, drain).
+"""
 
-__all__ = ["model_entry", "model_entry_anthropic"]
+from agents.turns.catalogue import AUTO, is_virtual, model_entry, model_entry_anthropic
+from agents.turns.door import (
+    Answer,
+    authorize,
+    input_tokens_count,
+    model_get,
+    model_list,
+    stored_reply,
+    turn_ask,
+    turn_open,
+)
+from agents.turns.inject import (
+    Inject,
+    Injected,
+    inject,
+    inject_payload_text,
+    inject_prepare,
+    turn_inject,
+)
+from agents.turns.registry import drain_begin, drain_wait, inflight_turns, thread_kill_local
+from agents.turns.runtime import KEEPALIVE, as_gaia_error
+from agents.turns.spec import TurnLike, TurnSpec
+
+__all__ = [
+    "AUTO",
+    "KEEPALIVE",
+    "Answer",
+    "Inject",
+    "Injected",
+    "TurnLike",
+    "TurnSpec",
+    "as_gaia_error",
+    "authorize",
+    "drain_begin",
+    "drain_wait",
+    "inflight_turns",
+    "inject",
+    "inject_payload_text",
+    "inject_prepare",
+    "input_tokens_count",
+    "is_virtual",
+    "model_entry",
+    "model_entry_anthropic",
+    "model_get",
+    "model_list",
+    "stored_reply",
+    "thread_kill_local",
+    "turn_ask",
+    "turn_inject",
+    "turn_open",
+]

@@ -8,19 +8,22 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from agents import llm
 from agents.exceptions import InvalidRequest
+from openai_api.dialects.base import Dialect, Parsed
 from openai_api.dialects.common import (
     check_message_count,
     check_tool_call_id,
     function_name,
     image_from_url,
-    sse_data,
 )
+from openai_api.errors import openai_error_body
+from openai_api.sse import SSE_DONE, Frames, sse_data
 
 FINISH = {"stop": "stop", "length": "length", "tool_calls": "tool_calls",
           "content_filter": "content_filter"}
@@ -322,3 +325,33 @@ class ChunkStream:
             "model": self.model, "system_fingerprint": None, "choices": [],
             "usage": usage_out(usage),
         })
+
+
+class Chat(Dialect):
+    """``POST /v1/chat/completions``."""
+
+    name = "chat"
+
+    def new_id(self) -> str:
+        return f"chatcmpl-{uuid.uuid4().hex[:24]}"
+
+    def parse(self, data: dict[str, Any]) -> Parsed:
+        req, canonical = parse_request(data)
+        return Parsed(req, canonical, bool(req.stream))
+
+    def render(self, parsed: Parsed, turn: Any, result: Any) -> dict[str, Any]:
+        return render_completion(
+            response_id=turn.spec.response_id, model=turn.model, created=int(time.time()),
+            text=result.text, reasoning=result.reasoning, tool_calls=result.tool_calls,
+            finish_reason=result.finish_reason, usage=turn.usage)
+
+    async def frames(self, parsed: Parsed, turn: Any) -> Frames:
+        options = parsed.body.stream_options
+        chunks = ChunkStream(response_id=turn.spec.response_id, model=turn.model,
+                             include_usage=bool(options and options.include_usage))
+        return Frames(start=chunks.start(), render=chunks.event,
+                      finish=lambda: chunks.usage(turn.usage),
+                      fail=lambda exc: sse_data(openai_error_body(exc)), done=SSE_DONE)
+
+
+DIALECT = Chat()

@@ -1,4 +1,5 @@
-"""Helpers every dialect adapter shares: body parsing, validation errors, SSE framing, images."""
+"""Helpers every dialect adapter shares: body parsing, validation errors, images. (SSE framing
+is :mod:`openai_api.sse`.)"""
 
 from __future__ import annotations
 
@@ -139,18 +140,3 @@ def image_from_url(url: str, *, param: str) -> llm.ImagePart:
         return llm.ImagePart(url=url)
     raise InvalidRequest("Image URLs must be http(s) URLs or data URIs.", param=param,
                          code="invalid_image")
-
-
-def sse_data(payload: Any) -> bytes:
-    return b"data: " + json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode() + (
-        b"\n\n"
-    )
-
-
-def sse_event(name: str, payload: Any) -> bytes:
-    body = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
-    return f"event: {name}\ndata: {body}\n\n".encode()
-
-
-SSE_DONE = b"data: [DONE]\n\n"
-SSE_KEEPALIVE = b": keepalive\n\n"

@@ -14,21 +14,23 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import uuid
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from agents import llm
 from agents.exceptions import GaiaError, InvalidRequest
+from openai_api.dialects.base import Dialect, Parsed
 from openai_api.dialects.common import (
     IMAGE_TYPES,
     check_message_count,
     check_tool_call_id,
     image_from_url,
-    sse_event,
     validate,
 )
 from openai_api.errors import anthropic_error_body
+from openai_api.sse import Frames, sse_event
 
 STOP_REASON = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use",
                "content_filter": "refusal"}
@@ -388,3 +390,34 @@ class MessageEventStream:
             # ChatAnthropic.stream() reads input_tokens here).
             "usage": usage_out(usage.input_tokens, usage.output_tokens),
         }) + sse_event("message_stop", {"type": "message_stop"})
+
+
+class Messages(Dialect):
+    """``POST /v1/messages``."""
+
+    name = "messages"
+    errors = "anthropic"
+
+    def new_id(self) -> str:
+        return f"msg_{uuid.uuid4().hex[:24]}"
+
+    def parse(self, data: dict[str, Any]) -> Parsed:
+        req, canonical = parse_request(data)
+        return Parsed(req, canonical, bool(req.stream))
+
+    def render(self, parsed: Parsed, turn: Any, result: Any) -> dict[str, Any]:
+        return render_message(
+            message_id=turn.spec.response_id, model=turn.model, text=result.text,
+            reasoning=result.reasoning, tool_calls=result.tool_calls,
+            finish_reason=result.finish_reason, usage=turn.usage)
+
+    async def frames(self, parsed: Parsed, turn: Any) -> Frames:
+        # message_start carries the input tokens: counted now, before the first token.
+        input_tokens = await turn.input_token_count()
+        stream = MessageEventStream(message_id=turn.spec.response_id, model=turn.model)
+        return Frames(start=stream.start(input_tokens), render=stream.event,
+                      keepalive=ping(), fail=error_event,
+                      finish=lambda: stream.finish(turn.usage, turn.result.finish_reason))
+
+
+DIALECT = Messages()

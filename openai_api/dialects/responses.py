@@ -1,34 +1,41 @@
-"""OpenAI Responses API: request parsing, reply rendering and the streaming state machine.
+"""OpenAI Responses API: request parsing (the reply's shapes and stream are in
+:mod:`openai_api.dialects.responses_output`).
 
 https://platform.openai.com/docs/api-reference/responses (and reference 004, section 3).
 Tolerant input (unknown fields ignored, ``input`` as a string or items, tools flat or nested
 in a ``function`` wrapper), strict output: every object and event validates against the
 ``openai`` SDK's typed models.
-
-Item ids are derived from the response id (``resp_X`` -> ``msg_X``, ``rs_X``, ``fc_X_N``) so a
-stored response rendered again by ``GET /v1/responses/{id}`` carries the same ids.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+import uuid
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from agents import llm
-from agents.exceptions import GaiaError, InvalidRequest
+from agents.exceptions import InvalidRequest
+from openai_api.dialects.base import Dialect, Parsed
 from openai_api.dialects.chat import response_format_from
 from openai_api.dialects.common import (
     check_message_count,
     check_tool_call_id,
     function_name,
     image_from_url,
-    sse_event,
     validate,
 )
+from openai_api.dialects.responses_output import (
+    NAMESPACE_SEP,
+    STATUS,
+    ClientTools,
+    ResponseEventStream,
+    output_items,
+    render_response,
+)
+from openai_api.sse import SSE_DONE, Frames
 
 
 class _In(BaseModel):
@@ -179,7 +186,6 @@ def parse_input(items: str | list[dict[str, Any]]) -> tuple[list[str], list[llm.
     return system, messages
 
 
-NAMESPACE_SEP = "__"
 
 
 def _namespaced(item: dict[str, Any], name: str) -> str:
@@ -234,15 +240,6 @@ def _tools(tools: list[dict[str, Any]] | None) -> list[llm.Tool]:
         out.append(llm.Tool(name, str(spec.get("description") or ""),
                             params or {"type": "object", "properties": {}}))
     return out
-
-
-@dataclass(frozen=True)
-class ClientTools:
-    """What rendering a call needs to know of the request's tools: which are custom (their
-    calls render as ``custom_tool_call``) and which came from a namespace."""
-
-    custom: frozenset[str] = frozenset()
-    namespaced: frozenset[str] = frozenset()
 
 
 def client_tools(data: dict[str, Any], tools: list[llm.Tool]) -> ClientTools:
@@ -312,129 +309,6 @@ def parse_request(data: dict[str, Any]) -> tuple[ResponseRequestIn, llm.LLMReque
     return req, canonical
 
 
-# -- rendering ----------------------------------------------------------------------------------
-
-def item_ids(response_id: str) -> tuple[str, str, str]:
-    """``(message id, reasoning id, function call id prefix)`` for a response."""
-    suffix = response_id.removeprefix("resp_")
-    return f"msg_{suffix}", f"rs_{suffix}", f"fc_{suffix}"
-
-
-def usage_out(usage: llm.Usage | None) -> dict[str, Any] | None:
-    if usage is None:
-        return None
-    return {
-        "input_tokens": usage.input_tokens,
-        "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
-        "output_tokens": usage.output_tokens,
-        "output_tokens_details": {"reasoning_tokens": 0},
-        "total_tokens": usage.input_tokens + usage.output_tokens,
-    }
-
-
-def text_part(text: str) -> dict[str, Any]:
-    return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
-
-
-def message_item(item_id: str, text: str, status: str = "completed") -> dict[str, Any]:
-    return {"id": item_id, "type": "message", "role": "assistant", "status": status,
-            "content": [text_part(text)] if status == "completed" else []}
-
-
-def reasoning_item(item_id: str, text: str, status: str = "completed") -> dict[str, Any]:
-    return {"id": item_id, "type": "reasoning", "status": status,
-            "summary": [{"type": "summary_text", "text": text}] if status == "completed" else []}
-
-
-def _name_fields(name: str, tools: ClientTools) -> dict[str, str]:
-    """A namespaced tool's call names its namespace apart, as the client declared it."""
-    if name in tools.namespaced:
-        space, _, short = name.partition(NAMESPACE_SEP)
-        return {"name": short, "namespace": space}
-    return {"name": name}
-
-
-def function_call_item(item_id: str, call: llm.ToolCall, status: str = "completed",
-                       tools: ClientTools | None = None) -> dict[str, Any]:
-    return {"id": item_id, "type": "function_call", "status": status, "call_id": call.id,
-            **_name_fields(call.name, tools or ClientTools()), "arguments": call.arguments}
-
-
-def custom_call_item(item_id: str, call: llm.ToolCall, status: str = "completed",
-                     tools: ClientTools | None = None) -> dict[str, Any]:
-    return {"id": item_id, "type": "custom_tool_call", "status": status, "call_id": call.id,
-            **_name_fields(call.name, tools or ClientTools()),
-            "input": llm.custom_input(call.arguments) if status == "completed" else ""}
-
-
-def call_item(item_id: str, call: llm.ToolCall, tools: ClientTools,
-              status: str = "completed") -> dict[str, Any]:
-    if call.name in tools.custom:
-        return custom_call_item(item_id, call, status, tools)
-    return function_call_item(item_id, call, status, tools)
-
-
-def output_items(*, response_id: str, text: str, reasoning: str,
-                 tool_calls: list[llm.ToolCall], tools: ClientTools | None = None
-                 ) -> list[dict[str, Any]]:
-    """A finished reply as output items: the agent's steps, its words, then its calls."""
-    msg_id, rs_id, fc_prefix = item_ids(response_id)
-    out: list[dict[str, Any]] = []
-    if reasoning:
-        out.append(reasoning_item(rs_id, reasoning))
-    if text or not tool_calls:
-        out.append(message_item(msg_id, text))
-    out.extend(call_item(f"{fc_prefix}_{i}", c, tools or ClientTools())
-               for i, c in enumerate(tool_calls))
-    return out
-
-
-STATUS = {"length": "incomplete", "error": "failed", "client_disconnected": "incomplete",
-          "cancelled": "cancelled", "interrupted": "failed"}
-
-
-def error_out(exc: GaiaError) -> dict[str, Any]:
-    # The SDK's ResponseError.code is a closed list: map ours onto it, keep ours in ``type``.
-    code = "rate_limit_exceeded" if exc.kind == "rate_limit" else "server_error"
-    return {"code": code, "message": exc.message, "param": exc.param, "type": exc.code}
-
-
-def render_response(*, response_id: str, model: str, created_at: float, status: str,
-                    output: list[dict[str, Any]], usage: llm.Usage | None,
-                    echo: dict[str, Any], error: GaiaError | None = None) -> dict[str, Any]:
-    """A ``response`` object. ``echo`` holds the request fields the API echoes back."""
-    body: dict[str, Any] = {
-        "id": response_id,
-        "object": "response",
-        "created_at": created_at,
-        "status": status,
-        "model": model,
-        "output": output,
-        "usage": usage_out(usage),
-        "error": error_out(error) if error is not None else None,
-        "incomplete_details": {"reason": "max_output_tokens"} if status == "incomplete"
-        else None,
-        "instructions": None,
-        "metadata": {},
-        "parallel_tool_calls": True,
-        "tool_choice": "auto",
-        "tools": [],
-        "temperature": None,
-        "top_p": None,
-        "max_output_tokens": None,
-        "previous_response_id": None,
-        "reasoning": None,
-        "store": True,
-        "text": {"format": {"type": "text"}},
-        "truncation": "disabled",
-        "user": None,
-    }
-    if status == "completed":
-        body["completed_at"] = int(time.time())
-    body.update(echo)
-    return body
-
-
 def _custom_format(tools: list[dict[str, Any]] | None, name: str) -> dict[str, Any]:
     for tool in tools or []:
         if tool.get("type") == "custom" and tool.get("name") == name:
@@ -474,166 +348,39 @@ def echo_fields(req: ResponseRequestIn) -> dict[str, Any]:
     }
 
 
-class ResponseEventStream:
-    """Renders canonical events as Responses API named SSE events.
+class Responses(Dialect):
+    """``POST /v1/responses``."""
 
-    One output item is open at a time: a reasoning item (its summary text streams as
-    ``response.reasoning_summary_text.delta``), a message (``response.output_text.delta``) or a
-    function call (``response.function_call_arguments.delta``). Switching channel closes the
-    open item with its ``.done`` events. Every event carries the next ``sequence_number``.
-    """
+    name = "responses"
+    images_param = "input"
+    params = {"response_format": "text.format"}  # noqa: RUF012 - read-only
 
-    def __init__(self, *, response_id: str, model: str, echo: dict[str, Any],
-                 tools: ClientTools | None = None) -> None:
-        self.id = response_id
-        self.tools = tools or ClientTools()
-        self.model = model
-        self.echo = echo
-        self.created_at = int(time.time())
-        self.seq = 0
-        self.output: list[dict[str, Any]] = []  # finished items
-        self._msg_id, self._rs_id, self._fc_prefix = item_ids(response_id)
-        self._open: str | None = None  # "reasoning" | "message" | "call"
-        self._text: list[str] = []
-        self._call: llm.ToolCall | None = None
-        self._call_index: int | None = None
-        self._cur_id = ""
-        self._items: dict[str, int] = {}  # items opened so far per id base, for unique ids
+    def new_id(self) -> str:
+        return f"resp_{uuid.uuid4().hex}"
 
-    def _emit(self, kind: str, payload: dict[str, Any]) -> bytes:
-        payload = {"type": kind, "sequence_number": self.seq, **payload}
-        self.seq += 1
-        return sse_event(kind, payload)
+    def parse(self, data: dict[str, Any]) -> Parsed:
+        req, canonical = parse_request(data)
+        return Parsed(req, canonical, bool(req.stream),
+                      previous_response_id=req.previous_response_id,
+                      extra={"echo": echo_fields(req),
+                             "tools": client_tools(data, canonical.tools)})
 
-    def _response(self, status: str, usage: llm.Usage | None = None,
-                  error: GaiaError | None = None) -> dict[str, Any]:
-        return render_response(response_id=self.id, model=self.model, created_at=self.created_at,
-                               status=status, output=list(self.output), usage=usage,
-                               echo=self.echo, error=error)
+    def render(self, parsed: Parsed, turn: Any, result: Any) -> dict[str, Any]:
+        response_id = turn.spec.response_id
+        return render_response(
+            response_id=response_id, model=turn.model, created_at=int(time.time()),
+            status=STATUS.get(result.finish_reason, "completed"),
+            output=output_items(response_id=response_id, text=result.text,
+                                reasoning=result.reasoning, tool_calls=result.tool_calls,
+                                tools=parsed.extra["tools"]),
+            usage=turn.usage, echo=parsed.extra["echo"])
 
-    def start(self) -> bytes:
-        response = self._response("in_progress")
-        return (self._emit("response.created", {"response": response})
-                + self._emit("response.in_progress", {"response": response}))
+    async def frames(self, parsed: Parsed, turn: Any) -> Frames:
+        stream = ResponseEventStream(response_id=turn.spec.response_id, model=turn.model,
+                                     echo=parsed.extra["echo"], tools=parsed.extra["tools"])
+        return Frames(start=stream.start(), render=stream.event,
+                      finish=lambda: stream.finish(turn.usage, turn.result.finish_reason),
+                      fail=lambda exc: stream.failed(exc, turn.usage), done=SSE_DONE)
 
-    def _item_id(self, base: str) -> str:
-        n = self._items[base] = self._items.get(base, 0) + 1
-        return base if n == 1 else f"{base}_{n}"
 
-    def _open_item(self, kind: str) -> bytes:
-        out = self._close()
-        self._open = kind
-        self._text = []
-        index = len(self.output)
-        if kind == "reasoning":
-            self._cur_id = self._item_id(self._rs_id)
-            return out + self._emit("response.output_item.added", {
-                "output_index": index, "item": reasoning_item(self._cur_id, "", "in_progress"),
-            }) + self._emit("response.reasoning_summary_part.added", {
-                "item_id": self._cur_id, "output_index": index, "summary_index": 0,
-                "part": {"type": "summary_text", "text": ""},
-            })
-        self._cur_id = self._item_id(self._msg_id)
-        return out + self._emit("response.output_item.added", {
-            "output_index": index, "item": message_item(self._cur_id, "", "in_progress"),
-        }) + self._emit("response.content_part.added", {
-            "item_id": self._cur_id, "output_index": index, "content_index": 0,
-            "part": text_part(""),
-        })
-
-    def _close(self) -> bytes:
-        kind, self._open = self._open, None
-        index = len(self.output)
-        if kind is None:
-            return b""
-        if kind == "call":
-            assert self._call is not None
-            call, self._call = self._call, None
-            item = call_item(self._cur_id, call, self.tools)
-            self.output.append(item)
-            if item["type"] == "custom_tool_call":
-                # The free-form input exists once the call's JSON arguments are complete.
-                return self._emit("response.custom_tool_call_input.delta", {
-                    "item_id": self._cur_id, "output_index": index, "delta": item["input"],
-                }) + self._emit("response.custom_tool_call_input.done", {
-                    "item_id": self._cur_id, "output_index": index, "input": item["input"],
-                }) + self._emit("response.output_item.done", {"output_index": index,
-                                                               "item": item})
-            return self._emit("response.function_call_arguments.done", {
-                "item_id": self._cur_id, "output_index": index, "name": item["name"],
-                "arguments": call.arguments,
-            }) + self._emit("response.output_item.done", {"output_index": index, "item": item})
-        text = "".join(self._text)
-        if kind == "reasoning":
-            item = reasoning_item(self._cur_id, text)
-            self.output.append(item)
-            return self._emit("response.reasoning_summary_text.done", {
-                "item_id": self._cur_id, "output_index": index, "summary_index": 0, "text": text,
-            }) + self._emit("response.reasoning_summary_part.done", {
-                "item_id": self._cur_id, "output_index": index, "summary_index": 0,
-                "part": {"type": "summary_text", "text": text},
-            }) + self._emit("response.output_item.done", {"output_index": index, "item": item})
-        item = message_item(self._cur_id, text)
-        self.output.append(item)
-        return self._emit("response.output_text.done", {
-            "item_id": self._cur_id, "output_index": index, "content_index": 0, "text": text,
-            "logprobs": [],
-        }) + self._emit("response.content_part.done", {
-            "item_id": self._cur_id, "output_index": index, "content_index": 0,
-            "part": text_part(text),
-        }) + self._emit("response.output_item.done", {"output_index": index, "item": item})
-
-    def event(self, event: llm.Event) -> bytes:
-        index = len(self.output)
-        if isinstance(event, llm.TextDelta):
-            if not event.text:
-                return b""
-            out = self._open_item("message") if self._open != "message" else b""
-            self._text.append(event.text)
-            return out + self._emit("response.output_text.delta", {
-                "item_id": self._cur_id, "output_index": len(self.output), "content_index": 0,
-                "delta": event.text, "logprobs": [],
-            })
-        if isinstance(event, llm.ReasoningDelta):
-            if not event.text:
-                return b""
-            out = self._open_item("reasoning") if self._open != "reasoning" else b""
-            self._text.append(event.text)
-            return out + self._emit("response.reasoning_summary_text.delta", {
-                "item_id": self._cur_id, "output_index": len(self.output), "summary_index": 0,
-                "delta": event.text,
-            })
-        if isinstance(event, llm.ToolCallDelta):
-            out = b""
-            if self._open != "call" or self._call_index != event.index:
-                out = self._close()
-                index = len(self.output)
-                self._open, self._call_index = "call", event.index
-                self._cur_id = f"{self._fc_prefix}_{event.index}"
-                self._call = llm.ToolCall(event.id or f"call_{event.index}",
-                                          event.name or "", "")
-                out += self._emit("response.output_item.added", {
-                    "output_index": index,
-                    "item": call_item(self._cur_id, self._call, self.tools, "in_progress"),
-                })
-            assert self._call is not None
-            call = self._call
-            self._call = llm.ToolCall(event.id or call.id, event.name or call.name,
-                                      call.arguments + event.arguments)
-            if event.arguments and call.name not in self.tools.custom:
-                out += self._emit("response.function_call_arguments.delta", {
-                    "item_id": self._cur_id, "output_index": index, "delta": event.arguments,
-                })
-            return out
-        return b""
-
-    def finish(self, usage: llm.Usage, finish_reason: str) -> bytes:
-        out = self._close()
-        status = "incomplete" if finish_reason == "length" else "completed"
-        kind = "response.incomplete" if status == "incomplete" else "response.completed"
-        return out + self._emit(kind, {"response": self._response(status, usage)})
-
-    def failed(self, exc: GaiaError, usage: llm.Usage | None) -> bytes:
-        out = self._close()
-        return out + self._emit("response.failed",
-                                {"response": self._response("failed", usage, exc)})
+DIALECT = Responses()

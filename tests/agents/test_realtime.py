@@ -1,5 +1,5 @@
 """The event outlet (agents.realtime): sent only after commit, one schema per event type, the
-thread-safe hand-off to the event loop; and the runtime's registry of in-flight turns."""
+thread-safe hand-off to the event loop; and the registry of in-flight turns (agents.turns)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from channels.db import database_sync_to_async
 from channels.layers import channel_layers, get_channel_layer
 from django.db import transaction
 
-from agents import fanout, realtime, runtime, services
+from agents import fanout, realtime, services, turns
 from agents.database import run_db
 from agents.models import Agent, ApiKey, Thread
 
@@ -111,6 +111,7 @@ THREAD = {
     "user": OPT_STR, "message_count": int, "input_tokens": int, "output_tokens": int,
     "usage_estimated": bool, "workspace_root": OPT_STR, "forked_from": OPT_STR,
     "created_at": str, "last_activity": str, "error": OPT_STR, "route": (dict, type(None)),
+    "run": OPT_INT,
 }
 SCHEMAS: dict[str, dict[str, Any]] = {
     "agent_state": {"agent": str, "state": str, "current_thread": OPT_STR, "queue_depth": int},
@@ -167,12 +168,12 @@ async def test_every_feed_event_type_matches_its_schema(
 
     echo, broken, key = await database_sync_to_async(setup)()
     realtime.bind()
-    first = await runtime.turn_inject(agent=echo, api_key=key, text="one two three")
+    first = await turns.inject(to="echo", api_key=key, payload="one two three")
     await first.task
-    again = await runtime.turn_inject(agent=echo, api_key=key, text="more",
-                                      thread_id=first.thread_id)
+    again = await turns.inject(to="echo", api_key=key, payload="more",
+                                    thread_id=first.thread_id)
     await again.task
-    failed = await runtime.turn_inject(agent=broken, api_key=key, text="a b c")
+    failed = await turns.inject(to="broken", api_key=key, payload="a b c")
     await failed.task
     await run_db(services.agent_set_paused, agent=echo, paused=True)
     thread = await database_sync_to_async(Thread.objects.get)(pk=first.thread_id)
@@ -252,14 +253,14 @@ async def test_inflight_registry_holds_a_turn_while_it_runs_and_a_kill_stops_it(
     agent = await database_sync_to_async(make_agent)(
         slug="slow", provider__options={"reply": words, "delay_ms": 10})
     realtime.bind()
-    injected = await runtime.turn_inject(agent=agent, api_key=None, text="go")
-    turns = runtime.inflight_turns().get(injected.thread_id)
-    assert turns
-    assert len(turns) == 1
+    injected = await turns.inject(to=agent.slug, payload="go")
+    running = turns.inflight_turns().get(injected.thread_id)
+    assert running
+    assert len(running) == 1
     await asyncio.sleep(0.2)
-    runtime.thread_kill_local({"thread_id": injected.thread_id})
+    turns.thread_kill_local({"thread_id": injected.thread_id})
     await asyncio.wait_for(injected.task, 10)
-    assert injected.thread_id not in runtime.inflight_turns()
+    assert injected.thread_id not in turns.inflight_turns()
     row = await database_sync_to_async(
         lambda: Thread.objects.get(pk=injected.thread_id).messages.order_by("seq").last())()
     assert row.role == "assistant"
@@ -273,15 +274,15 @@ async def test_a_kill_for_another_thread_leaves_a_turn_alone(
     agent = await database_sync_to_async(make_agent)(
         slug="slowish", provider__options={"reply": "a b c d e f", "delay_ms": 20})
     realtime.bind()
-    injected = await runtime.turn_inject(agent=agent, api_key=None, text="go")
-    runtime.thread_kill_local({"thread_id": "00000000-0000-0000-0000-000000000000"})
-    runtime.thread_kill_local({})
+    injected = await turns.inject(to=agent.slug, payload="go")
+    turns.thread_kill_local({"thread_id": "00000000-0000-0000-0000-000000000000"})
+    turns.thread_kill_local({})
     await asyncio.wait_for(injected.task, 10)
     row = await database_sync_to_async(
         lambda: Thread.objects.get(pk=injected.thread_id).messages.order_by("seq").last())()
     assert row.finish_reason == "stop"
     assert row.content == "a b c d e f"
-    assert runtime.inflight_turns() == {}
+    assert turns.inflight_turns() == {}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -8,33 +8,30 @@ import time
 
 import pytest
 from django.core.cache import cache
-from django.test import RequestFactory
 
 from agents import database, services
 from agents.database import ReadNotAvailable, run_db
 from agents.exceptions import AgentNotFound, AuthenticationFailed, RateLimited
-from openai_api import apis
+from agents.turns import door
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
 def db_trips(monkeypatch):
-    """Calls that went to a database thread from the view (the real run_db still runs)."""
+    """Calls that went to a database thread from the door (the real run_db still runs)."""
     trips = []
 
     async def counted(fn, /, *args, **kwargs):
         trips.append(fn.__name__)
         return await run_db(fn, *args, **kwargs)
 
-    monkeypatch.setattr(apis, "run_db", counted)
+    monkeypatch.setattr(door, "run_db", counted)
     return trips
 
 
 def authorize(secret, model="echo"):
-    request = RequestFactory().post("/v1/chat/completions",
-                                    HTTP_AUTHORIZATION=f"Bearer {secret}")
-    return apis.ChatCompletionCreateApi().authorize(request, model)
+    return door.authorize(raw_key=secret, model=model)
 
 
 async def test_a_warm_key_check_needs_no_database_thread(echo_agent, make_key, db_trips):

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from agents.models import Message, Thread
-from openai_api.sessions import extract_workspace_root, thread_title
+from agents.turns.describe import extract_workspace_root, thread_title
 from tests.sse import parse_sse
 
 pytestmark = pytest.mark.django_db(transaction=True)

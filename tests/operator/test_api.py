@@ -373,16 +373,18 @@ def test_reload_renews_the_config_stamp(ops, echo_agent):
     assert ConfigStamp.objects.get(pk=1).version != before
 
 
-@pytest.mark.parametrize(("body", "param"), [
-    ({"payload": "hi"}, "to"),
-    ({"to": "echo"}, "payload"),
-    ({"to": "echo", "payload": 42}, "payload"),
-    ({"to": "echo", "payload": {"name": "Dan"}}, "payload"),
-    ({"to": "echo", "payload": "   "}, "payload"),
-    ({"to": "echo", "payload": "hi", "thread_id": "nope"}, "thread_id"),
+@pytest.mark.parametrize(("body", "code", "param"), [
+    ({"payload": "hi"}, "invalid", "to"),
+    ({"to": "echo"}, "invalid", "payload"),
+    ({"to": "echo", "payload": 42}, "invalid_payload", "payload"),
+    ({"to": "echo", "payload": {}}, "invalid_payload", "payload"),
+    ({"to": "echo", "payload": ["a list"]}, "invalid_payload", "payload"),
+    ({"to": "echo", "payload": {"text": "  "}}, "invalid_payload", "payload"),
+    ({"to": "echo", "payload": "   "}, "invalid_payload", "payload"),
+    ({"to": "echo", "payload": "hi", "thread_id": "nope"}, "invalid", "thread_id"),
 ])
-def test_inject_rejects_bad_input_naming_the_field(ops, echo_agent, body, param):
-    assert_error(ops.post(f"{API}/inject", body, format="json"), 400, "invalid", param)
+def test_inject_rejects_bad_input_naming_the_field(ops, echo_agent, body, code, param):
+    assert_error(ops.post(f"{API}/inject", body, format="json"), 400, code, param)
     assert Message.objects.count() == 0
 
 

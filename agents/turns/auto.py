@@ -17,22 +17,21 @@ A :class:`Route` comes from, in order:
 
 from __future__ import annotations
 
-import asyncio
 import json
-import logging
+import re
 import time
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from agents import bm25, events, llm, realtime, selectors, services, teams
-from agents.backends import backend_for, fallback_stream
+from agents import events, llm, realtime, services
+from agents.backends import backend_for
 from agents.database import run_db
 from agents.exceptions import AgentNotFound
-from agents.models import Agent, ApiKey, RoutingPolicy, Thread
+from agents.models import Agent, ApiKey, Thread
+from agents.turns.catalogue import AUTO, RoutingCatalogue, routing_candidates, routing_catalogue
+from agents.turns.requests import agent_call, agent_request
 
-log = logging.getLogger("gaia.routing")
-
-AUTO = "auto"
 ROUTE_TOOL = "route_to"
 
 
@@ -45,120 +44,6 @@ class Route:
     def as_dict(self) -> dict[str, Any]:
         return {"model": AUTO, "agent": self.agent.slug, "method": self.method,
                 "reason": self.reason}
-
-
-@dataclass
-class _Catalogue:
-    """What routing reads, cached per configuration stamp."""
-
-    version: str | None
-    agents: list[Agent]
-    router: Agent | None
-    default: Agent | None
-    router_timeout: float
-    index: bm25.Index
-
-
-_catalogue: _Catalogue | None = None
-
-
-def routing_catalogue() -> _Catalogue:
-    """The routable agents (enabled, not paused, not the router) with their provider chains,
-    the policy and the ranker's index; read again when the configuration stamp changes."""
-    global _catalogue
-    version = selectors.config_version()
-    cat = _catalogue
-    if cat is not None and cat.version == version:
-        return cat
-    policy = RoutingPolicy.objects.select_related("router__provider",
-                                                  "default_agent__provider").first()
-    router = policy.router if policy and policy.router and policy.router.enabled else None
-    agents = [a for a in Agent.objects.select_related("provider").filter(enabled=True)
-              .order_by("slug") if router is None or a.pk != router.pk]
-    for a in agents:
-        selectors.agent_provider_chain_load(a)
-    if router is not None:
-        selectors.agent_provider_chain_load(router)
-    default = policy.default_agent if policy else None
-    cat = _catalogue = _Catalogue(
-        version=version, agents=agents, router=router,
-        default=next((a for a in agents if default and a.pk == default.pk), None),
-        router_timeout=policy.router_timeout_seconds if policy else 10.0,
-        index=bm25.Index([f"{a.slug.replace('-', ' ')} {a.display_name} {a.description}"
-                          for a in agents]),
-    )
-    return cat
-
-
-@dataclass
-class VirtualModel:
-    """A model id that is not one agent, shaped like an agent for the model catalogue."""
-
-    slug: str
-    display_name: str
-    description: str
-    created_at: Any
-    max_input_tokens: int
-    max_output_tokens: int
-
-
-def is_virtual(model: str) -> bool:
-    """Whether ``model`` names no single agent: ``auto`` or ``team/<slug>``."""
-    return model == AUTO or model.startswith(teams.TEAM_PREFIX)
-
-
-def virtual_model_list(*, api_key: ApiKey | None) -> list[VirtualModel]:
-    """``auto`` when it has an agent to route to for this key, then the key's teams."""
-    out = []
-    candidates = routing_candidates(api_key=api_key)
-    if candidates:
-        out.append(VirtualModel(
-            AUTO, "Auto (routes to the best agent)",
-            "Routes each request to the agent whose description fits it best.",
-            min(a.created_at for a in candidates),
-            min(a.max_input_tokens for a in candidates),
-            max(a.max_output_tokens for a in candidates)))
-    for t in teams.team_list(api_key=api_key):
-        out.append(VirtualModel(
-            t.model_id, t.team.display_name,
-            t.team.description or f"A team ({t.team.mode}) led by {t.leader.slug}.",
-            t.team.created_at, t.leader.max_input_tokens, t.leader.max_output_tokens))
-    return out
-
-
-def model_list_with_virtual(*, api_key: ApiKey | None) -> list[Any]:
-    """``/v1/models``: the key's agents (not the router: an internal construct, reference
-    001), then ``auto`` and the teams."""
-    router = routing_catalogue().router
-    agents = [a for a in selectors.model_list(api_key=api_key)
-              if router is None or a.pk != router.pk]
-    return agents + virtual_model_list(api_key=api_key)
-
-
-def reply_model(row: Any) -> str:
-    """The model id a stored reply names: its team's, else the agent that answered."""
-    route = row.thread.route
-    if isinstance(route, dict) and route.get("team"):
-        return str(route["model"])
-    return row.sender or row.thread.agent.slug
-
-
-def virtual_model_get(*, api_key: ApiKey | None, model: str) -> VirtualModel:
-    found = next((m for m in virtual_model_list(api_key=api_key) if m.slug == model), None)
-    if found is None:
-        raise AgentNotFound(f"The model '{model}' does not exist or you do not have access "
-                            "to it.", param="model")
-    return found
-
-
-def _allowed(agent: Agent, api_key: ApiKey | None) -> bool:
-    ids = getattr(api_key, "allowed_agent_ids", None) if api_key is not None else None
-    return not ids or agent.pk in ids
-
-
-def routing_candidates(*, api_key: ApiKey | None) -> list[Agent]:
-    """The agents ``auto`` may pick for this key (``/v1/models`` lists ``auto`` if any)."""
-    return [a for a in routing_catalogue().agents if _allowed(a, api_key) and not a.paused]
 
 
 def thread_previous_agent(*, api_key: ApiKey | None, thread_id: str | None,
@@ -186,8 +71,6 @@ def thread_previous_agent(*, api_key: ApiKey | None, thread_id: str | None,
 
 
 def _is_uuid(value: str) -> bool:
-    import uuid
-
     try:
         uuid.UUID(value)
     except ValueError:
@@ -201,7 +84,7 @@ def _query(messages: list[llm.Message]) -> tuple[str, str]:
     return (users[-1] if users else ""), (users[-2] if len(users) > 1 else "")
 
 
-def rank(cat: _Catalogue, candidates: list[Agent], last: str, context: str = ""
+def rank(cat: RoutingCatalogue, candidates: list[Agent], last: str, context: str = ""
          ) -> list[tuple[Agent, float, int]]:
     """``(agent, score, shared terms)`` for every candidate, best first (slug breaks ties).
     The last message counts fully, the earlier context at a third."""
@@ -217,7 +100,7 @@ def rank(cat: _Catalogue, candidates: list[Agent], last: str, context: str = ""
     return out
 
 
-def _fallback(cat: _Catalogue, candidates: list[Agent], why: str) -> Route:
+def _fallback(cat: RoutingCatalogue, candidates: list[Agent], why: str) -> Route:
     default = cat.default if cat.default in candidates else None
     if default is not None:
         return Route(default, "default", f"{why}; the default agent answers")
@@ -226,7 +109,7 @@ def _fallback(cat: _Catalogue, candidates: list[Agent], why: str) -> Route:
     return Route(candidates[0], "default", f"{why}; {missing}, the first agent answers")
 
 
-def route_by_ranker(cat: _Catalogue, candidates: list[Agent], last: str, context: str
+def route_by_ranker(cat: RoutingCatalogue, candidates: list[Agent], last: str, context: str
                     ) -> Route:
     ranked = rank(cat, candidates, last, context)
     best, score, shared = ranked[0]
@@ -242,22 +125,17 @@ def route_by_ranker(cat: _Catalogue, candidates: list[Agent], last: str, context
 def router_request(router: Agent, candidates: list[Agent], last: str, context: str
                    ) -> llm.LLMRequest:
     listing = "\n".join(f"- {a.slug}: {a.description or a.display_name}" for a in candidates)
-    system = (
-        (router.instructions.strip() + "\n\n" if router.instructions.strip() else "")
-        + "You route a user's request to exactly one of these agents:\n" + listing
-        + f"\n\nCall {ROUTE_TOOL} with the agent's id, or answer with the id alone."
-    )
     text = (f"Earlier in the conversation: {context}\n\n" if context else "") + \
         f"Request: {last}"
     slugs = [a.slug for a in candidates]
-    return llm.LLMRequest(
-        model=router.model_name, system=system,
-        messages=[llm.Message(role="user", parts=(llm.TextPart(text),))],
+    return agent_request(
+        router, messages=[llm.Message(role="user", parts=(llm.TextPart(text),))],
+        system=("You route a user's request to exactly one of these agents:\n" + listing
+                + f"\n\nCall {ROUTE_TOOL} with the agent's id, or answer with the id alone."),
         tools=[llm.Tool(ROUTE_TOOL, "Hand the request to one agent.", {
             "type": "object", "properties": {"agent": {"type": "string", "enum": slugs}},
             "required": ["agent"]})],
-        tool_choice=llm.ToolChoice("tool", ROUTE_TOOL),
-        max_output_tokens=64, temperature=0.0,
+        tool_choice=llm.ToolChoice("tool", ROUTE_TOOL), max_output_tokens=64, temperature=0.0,
     )
 
 
@@ -276,39 +154,28 @@ def parse_choice(text: str, arguments: str, slugs: list[str]) -> str | None:
     lowered = {s.lower(): s for s in slugs}
     if said.lower() in lowered:
         return lowered[said.lower()]
-    import re
-
     named = {s for s in slugs if re.search(r"(?<![\w-])" + re.escape(s) + r"(?![\w-])", text)}
     return named.pop() if len(named) == 1 else None
 
 
-async def route_by_router(cat: _Catalogue, candidates: list[Agent], last: str, context: str
-                          ) -> Route:
+async def route_by_router(cat: RoutingCatalogue, candidates: list[Agent], last: str,
+                          context: str) -> Route:
     router = cat.router
     assert router is not None
     request = router_request(router, candidates, last, context)
     if not backend_for(router.provider).accepts_tools:
         request = request.replace(tools=[], tool_choice=llm.ToolChoice())
-    text: list[str] = []
-    args: list[str] = []
-    try:
-        async with asyncio.timeout(cat.router_timeout):
-            chain = getattr(router, "provider_chain", None) or [router.provider]
-            async for event in fallback_stream(chain, request):
-                if isinstance(event, llm.TextDelta):
-                    text.append(event.text)
-                elif isinstance(event, llm.ToolCallDelta):
-                    args.append(event.arguments)
-    except TimeoutError:
-        return _fallback(cat, candidates, f"the router '{router.slug}' did not answer within "
-                                          f"{cat.router_timeout:g} s")
-    except Exception as exc:  # noqa: BLE001 - a failed routing never fails the request
-        message = getattr(exc, "message", type(exc).__name__)
-        return _fallback(cat, candidates, f"the router '{router.slug}' failed ({message})")
+    # A failed routing never fails the request: the default agent answers.
+    call = await agent_call(router, request, within=cat.router_timeout)
+    if call.error:
+        timed_out = call.error.startswith(f"{router.slug} did not answer")
+        why = call.error.removeprefix(f"{router.slug} ") if timed_out else (
+            f"failed ({call.error})")
+        return _fallback(cat, candidates, f"the router '{router.slug}' {why}")
     slugs = [a.slug for a in candidates]
-    choice = parse_choice("".join(text), "".join(args), slugs)
+    choice = parse_choice(call.text, call.tool_args, slugs)
     if choice is None:
-        said = ("".join(text) or "".join(args)).strip()[:80]
+        said = (call.text or call.tool_args).strip()[:80]
         return _fallback(cat, candidates,
                          f"the router '{router.slug}' named no single listed agent ({said!r})")
     agent = next(a for a in candidates if a.slug == choice)
@@ -323,9 +190,9 @@ async def route_choose(*, api_key: ApiKey | None, messages: list[llm.Message],
     for this key."""
     t0 = time.monotonic()
 
-    def load() -> tuple[_Catalogue, list[Agent], str | None]:
+    def load() -> tuple[RoutingCatalogue, list[Agent], str | None]:
         cat = routing_catalogue()
-        candidates = [a for a in cat.agents if _allowed(a, api_key) and not a.paused]
+        candidates = routing_candidates(api_key=api_key, cat=cat)
         previous = thread_previous_agent(api_key=api_key, thread_id=thread_id,
                                          session_key=session_key, messages=messages) \
             if candidates and (thread_id or session_key or len(messages) > 1) else None

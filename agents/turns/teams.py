@@ -1,8 +1,8 @@
 """Team models (``team/<slug>``): several agents work on one request.
 
-A :class:`TeamTurn` has the interface of :class:`agents.runtime.Turn` (``open``, ``first``,
-``events``, ``collect``, ``usage``, ``result``, ``reply_headers``), so every dialect serves
-teams unchanged. Underneath, the *leader's* turn stores the thread (the client's messages, at
+A :class:`TeamTurn` is a ``TurnLike`` as :class:`agents.turns.runtime.Turn` is (``open``,
+``first``, ``events``, ``collect``, ``usage``, ``result``, ``reply_headers``), so every dialect
+serves teams unchanged. Underneath, the *leader's* turn stores the thread (the client's messages, at
 once) and, at the end, writes the answer; in between the team's inner work runs:
 
 * ``coordinate``: the leader splits the request (a JSON object of member → task; a reply that
@@ -30,186 +30,39 @@ import asyncio
 import contextlib
 import dataclasses
 import json
-import logging
 import re
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
-from agents import bm25, events, llm, realtime, selectors, services
-from agents.backends import backend_for, fallback_stream
+from agents import bm25, events, llm, realtime, services
+from agents.backends import backend_for
 from agents.database import run_db
-from agents.exceptions import (
-    AgentNotFound,
-    AgentPaused,
-    BackendTimeout,
-    GaiaError,
-    PermissionDenied,
-    TurnKilled,
-)
-from agents.models import Agent, ApiKey, Team
-from agents.runtime import KEEPALIVE, Turn, TurnSpec
+from agents.exceptions import BackendTimeout, TurnKilled
+from agents.models import Agent, Team
+from agents.turns.auto import parse_choice
+from agents.turns.catalogue import LoadedTeam
+from agents.turns.requests import Call, agent_call, agent_request, with_knowledge
+from agents.turns.runtime import KEEPALIVE, KILLED_ERROR, Turn, TurnSpec
 
-log = logging.getLogger("gaia.teams")
-
-TEAM_PREFIX = "team/"
 ROUTE_TOOL = "hand_to"
 _END = object()
 _TICK = 0.25  # how often the members' phase looks for an operator's kill
 
 
-@dataclass
+@dataclasses.dataclass
 class _Failed:
     error: BaseException
 
 
-@dataclass
-class LoadedTeam:
-    team: Team
-    leader: Agent
-    members: list[Agent]
-
-    @property
-    def model_id(self) -> str:
-        return TEAM_PREFIX + self.team.slug
-
-    @property
-    def agents(self) -> list[Agent]:
-        return [self.leader, *self.members]
-
-
-@dataclass
-class _Catalogue:
-    version: str | None
-    teams: dict[str, LoadedTeam] = field(default_factory=dict)
-
-
-_catalogue: _Catalogue | None = None
-
-
-def team_catalogue() -> dict[str, LoadedTeam]:
-    """Enabled teams by slug, with their agents and provider chains; read again when the
-    configuration stamp changes."""
-    global _catalogue
-    version = selectors.config_version()
-    cat = _catalogue
-    if cat is not None and cat.version == version:
-        return cat.teams
-    cat = _Catalogue(version)
-    teams = Team.objects.filter(enabled=True).select_related("leader__provider")
-    for team in teams:
-        members = [m.agent for m in team.memberships.select_related("agent__provider")
-                   .order_by("position", "pk")]
-        loaded = LoadedTeam(team, team.leader, members)
-        for agent in loaded.agents:
-            selectors.agent_provider_chain_load(agent)
-        cat.teams[team.slug] = loaded
-    _catalogue = cat
-    return cat.teams
-
-
-def _usable(loaded: LoadedTeam, api_key: ApiKey | None) -> bool:
-    ids = getattr(api_key, "allowed_agent_ids", None) if api_key is not None else None
-    return all(a.enabled for a in loaded.agents) and bool(loaded.members) and (
-        not ids or all(a.pk in ids for a in loaded.agents))
-
-
-def team_list(*, api_key: ApiKey | None) -> list[LoadedTeam]:
-    """The teams this key may use: every agent of theirs enabled and allowed to it."""
-    return [t for t in team_catalogue().values() if _usable(t, api_key)]
-
-
-def team_get(*, api_key: ApiKey | None, model: str) -> LoadedTeam:
-    """The team named by ``team/<slug>``: 404 unknown (or unusable), 403 if the key may not
-    use one of its agents, 503 if one of them is paused."""
-    loaded = team_catalogue().get(model.removeprefix(TEAM_PREFIX))
-    if loaded is None or not bool(loaded.members) or not all(a.enabled for a in loaded.agents):
-        raise AgentNotFound(f"The model '{model}' does not exist or you do not have access "
-                            "to it.", param="model")
-    if not _usable(loaded, api_key):
-        raise PermissionDenied(f"This API key may not use the model '{model}'.", param="model")
-    paused = [a.slug for a in loaded.agents if a.paused]
-    if paused:
-        raise AgentPaused(f"The model '{model}' has paused agents ({', '.join(paused)}); try "
-                          "again later.", retry_after=services.AGENT_PAUSED_RETRY_AFTER)
-    return loaded
-
-
-# ---------------------------------------------------------------------------------------------
-# One call of a leader or member (not a turn of its own: its record is an inner message)
-
-
-@dataclass
-class Call:
-    agent: Agent
-    text: str = ""
-    reasoning: str = ""
-    tool_args: str = ""
-    usage: llm.Usage = field(default_factory=lambda: llm.Usage(0, 0))
-    provider: str = ""
-    latency_ms: int = 0
-    ttft_ms: int | None = None
-    finish_reason: str = "stop"
-    error: str = ""
-
-    def inner(self, *, recipient: str) -> services.InnerMessage:
-        return services.InnerMessage(
-            sender=self.agent.slug, recipient=recipient, role="assistant",
-            content=self.text if not self.error else self.text or f"(failed: {self.error})",
-            reasoning=self.reasoning, finish_reason="error" if self.error else self.finish_reason,
-            input_tokens=self.usage.input_tokens, output_tokens=self.usage.output_tokens,
-            usage_estimated=self.usage.estimated, latency_ms=self.latency_ms,
-            ttft_ms=self.ttft_ms, provider=self.provider)
-
-
-async def agent_call(agent: Agent, request: llm.LLMRequest, *, within: float) -> Call:
-    """Run one request to ``agent`` (its provider chain) to the end; never raises for the
-    provider's failures or a timeout (they are in ``Call.error``)."""
-    call = Call(agent)
-    t0 = time.monotonic()
-    text: list[str] = []
-    reasoning: list[str] = []
-    args: list[str] = []
-    usage: llm.Usage | None = None
-
-    def answered(provider: Any) -> None:
-        call.provider = provider.name
-
-    try:
-        async with asyncio.timeout(within):
-            chain = getattr(agent, "provider_chain", None) or [agent.provider]
-            async for event in fallback_stream(chain, request, on_answer=answered):
-                if call.ttft_ms is None and not isinstance(event, llm.Usage | llm.Finish):
-                    call.ttft_ms = int((time.monotonic() - t0) * 1000)
-                if isinstance(event, llm.TextDelta):
-                    text.append(event.text)
-                elif isinstance(event, llm.ReasoningDelta):
-                    reasoning.append(event.text)
-                elif isinstance(event, llm.ToolCallDelta):
-                    args.append(event.arguments)
-                elif isinstance(event, llm.Usage):
-                    usage = event
-                elif isinstance(event, llm.Finish):
-                    call.finish_reason = event.reason
-    except TimeoutError:
-        call.error = f"{agent.slug} did not answer within {within:g} s"
-        call.finish_reason = "error"
-    except GaiaError as exc:
-        call.error = exc.message
-    except Exception as exc:  # noqa: BLE001 - one member's bug must not sink the team
-        log.exception("team call to %s failed", agent.slug)
-        call.error = f"internal error ({type(exc).__name__})"
-    call.text, call.reasoning, call.tool_args = "".join(text), "".join(reasoning), "".join(args)
-    call.latency_ms = int((time.monotonic() - t0) * 1000)
-    call.usage = usage or llm.Usage(
-        llm.estimate_request_tokens(request),
-        llm.estimate_tokens(call.text + call.tool_args), estimated=True)
-    return call
-
-
-def _system(agent: Agent, extra: str) -> str:
-    own = agent.instructions.strip()
-    return f"{own}\n\n{extra}" if own else extra
+def _inner(call: Call, *, recipient: str) -> services.InnerMessage:
+    """A call's outcome as the inner message that records it."""
+    return services.InnerMessage(
+        sender=call.agent.slug, recipient=recipient, role="assistant",
+        content=call.text if not call.error else call.text or f"(failed: {call.error})",
+        reasoning=call.reasoning, finish_reason="error" if call.error else call.finish_reason,
+        input_tokens=call.usage.input_tokens, output_tokens=call.usage.output_tokens,
+        usage_estimated=call.usage.estimated, latency_ms=call.latency_ms,
+        ttft_ms=call.ttft_ms, provider=call.provider)
 
 
 def _roster(members: list[Agent]) -> str:
@@ -232,12 +85,9 @@ def parse_plan(text: str, members: list[Agent]) -> dict[str, str] | None:
     return None
 
 
-# ---------------------------------------------------------------------------------------------
-# The team turn
-
 
 class TeamTurn:
-    """A team's answer to one request, with :class:`agents.runtime.Turn`'s interface."""
+    """A team's answer to one request, a ``TurnLike`` as one agent's turn is."""
 
     def __init__(self, spec: TurnSpec, loaded: LoadedTeam) -> None:
         self.loaded = loaded
@@ -294,6 +144,10 @@ class TeamTurn:
 
     def reply_headers(self) -> dict[str, str]:
         return {**self.leader.reply_headers(), "X-Gaia-Team": self.model}
+
+    async def input_token_count(self) -> int:
+        return await self.leader.input_token_count()
+
 
     def log_facts(self) -> dict[str, Any]:
         """The leader turn's log facts, naming the team as the agent and counting every
@@ -385,8 +239,8 @@ class TeamTurn:
             step=step, sender=sender, recipient=recipient, text=text))
 
     async def _store(self, *messages: services.InnerMessage) -> None:
-        assert self.leader._start is not None
-        await run_db(services.team_messages_store, start=self.leader._start,
+        assert self.leader.start is not None
+        await run_db(services.team_messages_store, start=self.leader.start,
                      messages=list(messages))
 
     def _remaining(self) -> float:
@@ -400,8 +254,8 @@ class TeamTurn:
         return limit - used
 
     def _history(self) -> list[llm.Message]:
-        assert self.leader._start is not None
-        return list(self.leader._start.history)
+        assert self.leader.start is not None
+        return list(self.leader.start.history)
 
     def _task_text(self) -> str:
         return next((m.text for m in reversed(self._history()) if m.role == "user"), "")
@@ -431,13 +285,11 @@ class TeamTurn:
         """The leader's split of the request: ``{member: task}`` (``None``: the whole
         conversation)."""
         leader, members = self.loaded.leader, self.loaded.members
-        system = _system(leader, (
+        request = agent_request(leader, messages=self._history(), system=(
             f"You lead the team '{self.team.display_name}'. Its members:\n{_roster(members)}\n\n"
             "Split the user's request into one task per member who can help. Answer with only "
-            'a JSON object mapping member ids to their tasks, e.g. {"member-id": "task"}.'))
-        request = llm.LLMRequest(model=leader.model_name, system=system,
-                                 messages=self._history(),
-                                 max_output_tokens=self._member_cap(leader, len(members)))
+            'a JSON object mapping member ids to their tasks, e.g. {"member-id": "task"}.'),
+            max_output_tokens=self._member_cap(leader, len(members)))
         call = await agent_call(leader, request, within=min(self.team.member_timeout_seconds,
                                                              self._remaining() or 0.01))
         self._inner_usage.append(call.usage)
@@ -447,7 +299,7 @@ class TeamTurn:
                 "every member gets the whole request")
         self._say(f"[{leader.slug}] {note}\n")
         self._step("plan", leader.slug, self.model, note)
-        await self._store(call.inner(recipient=self.model))
+        await self._store(_inner(call, recipient=self.model))
         if plan is None:
             return {m.slug: None for m in members}
         return {m.slug: plan[m.slug] for m in members if m.slug in plan}
@@ -478,8 +330,8 @@ class TeamTurn:
         pending = set(running)
         try:
             while pending:
-                if self.leader._killed:
-                    raise TurnKilled("An operator stopped this turn.")
+                if self.leader.killed:
+                    raise TurnKilled(KILLED_ERROR)
                 finished, pending = await asyncio.wait(pending, timeout=_TICK,
                                                        return_when=asyncio.FIRST_COMPLETED)
                 for task in finished:
@@ -492,7 +344,7 @@ class TeamTurn:
                     else:
                         self._say(f"[{member.slug} → {leader.slug}] {call.text}\n")
                         self._step("reply", member.slug, leader.slug, call.text)
-                    inner = call.inner(recipient=leader.slug)
+                    inner = _inner(call, recipient=leader.slug)
                     inner.passages = self._passages.get(member.slug)
                     await self._store(inner)
                     done.append((member, text, call))
@@ -506,41 +358,30 @@ class TeamTurn:
     async def _with_knowledge(self, member: Agent, request: llm.LLMRequest, query: str
                               ) -> llm.LLMRequest:
         """A member with knowledge bases gets the best passages for its task, as a turn of
-        its own would (agents.knowledge); its reply records which."""
-        if not getattr(member, "knowledge_base_ids", None) or not query.strip():
-            return request
-        passages = await run_db(selectors.knowledge_retrieve,
-                                knowledge_base_ids=member.knowledge_base_ids, query=query)
-        if not passages:
-            return request
-        self._passages[member.slug] = [{k: v for k, v in p.items() if k != "text"}
-                                       for p in passages]
-        return request.replace(system=request.system + "\n\n"
-                               + selectors.passages_prompt(passages))
+        its own would; its reply records which."""
+        request, passages = await with_knowledge(member, request, query)
+        if passages:
+            self._passages[member.slug] = passages
+        return request
 
     def _member_request(self, member: Agent, task: str | None, count: int) -> llm.LLMRequest:
         leader = self.loaded.leader
-        system = _system(member, (
-            f"You are {member.slug}, a member of the team '{self.team.display_name}' led by "
-            f"{leader.slug}. Your answer goes to the leader, who writes the final reply."))
         messages = self._history() if task is None else [
             llm.Message(role="user", parts=(llm.TextPart(task),))]
-        return llm.LLMRequest(model=member.model_name, system=system, messages=messages,
-                              max_output_tokens=self._member_cap(member, count),
-                              temperature=member.temperature, top_p=member.top_p)
+        return agent_request(member, messages=messages, system=(
+            f"You are {member.slug}, a member of the team '{self.team.display_name}' led by "
+            f"{leader.slug}. Your answer goes to the leader, who writes the final reply."),
+            max_output_tokens=self._member_cap(member, count))
 
     async def _choose_member(self) -> Agent:
         """Route mode: the leader picks the member to hand the request to."""
-        from agents.routing import parse_choice
-
         leader, members = self.loaded.leader, self.loaded.members
         slugs = [m.slug for m in members]
-        system = _system(leader, (
-            f"You lead the team '{self.team.display_name}'. Hand the user's request to "
-            f"exactly one member:\n{_roster(members)}\n\nCall {ROUTE_TOOL} with the member's "
-            "id, or answer with the id alone."))
-        request = llm.LLMRequest(
-            model=leader.model_name, system=system, messages=self._history(),
+        request = agent_request(
+            leader, messages=self._history(), system=(
+                f"You lead the team '{self.team.display_name}'. Hand the user's request to "
+                f"exactly one member:\n{_roster(members)}\n\nCall {ROUTE_TOOL} with the "
+                "member's id, or answer with the id alone."),
             tools=[llm.Tool(ROUTE_TOOL, "Hand the request to one member.", {
                 "type": "object", "properties": {"member": {"type": "string", "enum": slugs}},
                 "required": ["member"]})],
@@ -564,7 +405,7 @@ class TeamTurn:
                    f"{leader.slug} named no member; {member.slug} (the first) answers")
         self._say(f"[{leader.slug} → {member.slug}] {why}\n")
         self._step("route", leader.slug, member.slug, why)
-        handover = call.inner(recipient=member.slug)
+        handover = _inner(call, recipient=member.slug)
         handover.content = handover.content or why
         await self._store(handover)
         return member
@@ -574,12 +415,12 @@ class TeamTurn:
         """The answer: the leader from its members' work, or (route) the chosen member;
         streamed as the reply of the leader's turn."""
         turn = self.leader
-        assert turn._start is not None
+        assert turn.start is not None
         assert turn.request is not None
         if final_by_member:
             turn.agent = agent
             turn.result.sender = agent.slug
-            turn.request = turn.build_request(turn._start.history, self.spec.workspace_root)
+            turn.request = turn.build_request(turn.start.history)
         else:
             work = "\n\n".join(
                 f"[{m.slug}] (task: {task})\n" + (f"FAILED: {c.error}" if c.error else c.text)
@@ -594,7 +435,7 @@ class TeamTurn:
             cap = max(1, left - used)
             turn.request = turn.request.replace(max_output_tokens=min(
                 turn.request.max_output_tokens or cap, cap))
-        self._step("answer", agent.slug, turn._start.client, "writing the reply")
+        self._step("answer", agent.slug, turn.start.client, "writing the reply")
         first = await turn.first(wait=max(self._remaining(), 0.01))
         events = turn.events(first, keepalive=_TICK)
         async with contextlib.aclosing(events):

@@ -1,0 +1,198 @@
+"""The DRF edge shared by the operator API (:mod:`agents.apis`) and the benchmarks API
+(:mod:`benchmarks.apis`): one error body, one exception handler, JSON only, checked pagination
+and filters, strict input, and the schema's security schemes.
+
+Every error of either API leaves as ``{"detail": "...", "code": "...", "param": ...}``
+(``param``: the field a 400 is about, else ``null``; a validation error adds ``errors``, DRF's
+own detail), never a traceback or an HTML page (:func:`api_exception_handler`, the project's
+``EXCEPTION_HANDLER``).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import RequestDataTooBig
+from django.http import Http404
+from drf_spectacular.authentication import SessionScheme
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from rest_framework import exceptions, serializers
+from rest_framework.negotiation import BaseContentNegotiation, DefaultContentNegotiation
+from rest_framework.pagination import LimitOffsetPagination
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+from rest_framework.views import exception_handler as drf_exception_handler
+
+from agents.authentication import (
+    BenchmarksKeyAuthentication,
+    OperatorKeyAuthentication,
+    StaffSessionAuthentication,
+)
+from agents.exceptions import GaiaError, PayloadTooLarge
+from agents.schema import ApiAutoSchema
+
+log = logging.getLogger("gaia.api")
+
+
+def _first_error(errors: Any, prefix: str = "") -> tuple[str | None, str]:
+    """``(field, message)`` of a validation error's first problem: ``field`` dotted for a
+    nested one (``tools.reason``), ``None`` when it is about the whole body."""
+    if isinstance(errors, dict):
+        for key, value in errors.items():
+            if key == "non_field_errors":
+                return prefix or None, _first_error(value, prefix)[1]
+            if value:
+                name = f"{prefix}.{key}" if prefix else str(key)
+                field, message = _first_error(value, name)
+                return field or name, message
+    if isinstance(errors, list):
+        for value in errors:
+            if value:
+                return _first_error(value, prefix)
+    if isinstance(errors, dict | list):
+        return prefix or None, "Invalid value."
+    return prefix or None, str(errors)
+
+
+def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
+    """Every error of the operator and benchmarks APIs as ``{"detail", "code", "param"}``;
+    500s are logged and say nothing more."""
+    if isinstance(exc, RequestDataTooBig):
+        exc = PayloadTooLarge(
+            f"The request body is larger than {settings.GAIA_MAX_BODY_BYTES} bytes.")
+    if isinstance(exc, GaiaError):
+        code = exc.code or ("invalid" if exc.status == 400 else exc.kind)
+        response = Response({"detail": exc.message, "code": code, "param": exc.param},
+                            status=exc.status)
+        if exc.retry_after is not None:
+            response["Retry-After"] = str(exc.retry_after)
+        return response
+    if isinstance(exc, Http404):
+        exc = exceptions.NotFound()
+    elif isinstance(exc, DjangoPermissionDenied):
+        exc = exceptions.PermissionDenied()
+    response = drf_exception_handler(exc, context)
+    if response is None:
+        request = context.get("request")
+        log.error("unhandled error on %s %s", getattr(request, "method", "?"),
+                  getattr(request, "path", "?"), exc_info=exc)
+        return Response({"detail": "The server had an error while processing your request.",
+                         "code": "internal_error", "param": None}, status=500)
+    assert isinstance(exc, exceptions.APIException)
+    if isinstance(exc, exceptions.ValidationError):
+        errors = exc.detail if isinstance(exc.detail, dict) else {"non_field_errors": exc.detail}
+        field, message = _first_error(errors)
+        response.data = {"detail": f"{field}: {message}" if field else message,
+                         "code": "invalid", "param": field, "errors": errors}
+    else:
+        code = getattr(exc.detail, "code", None) or exc.default_code
+        response.data = {"detail": str(exc.detail), "code": code, "param": None}
+    return response
+
+
+class JsonOnly(BaseContentNegotiation):
+    """JSON whatever the client's ``Accept`` says (a browser's ``text/html`` included): the
+    APIs have no other representation, and a 406 helps nobody."""
+
+    def select_parser(self, request: Request, parsers: list[Any]) -> Any:
+        return DefaultContentNegotiation().select_parser(request, parsers)
+
+    def select_renderer(self, request: Request, renderers: list[Any],
+                        format_suffix: str | None = None) -> tuple[Any, str]:
+        return renderers[0], renderers[0].media_type
+
+
+class Pagination(LimitOffsetPagination):
+    """``limit`` (1 to ``max_limit``, default 50) and ``offset``; answers ``{"count", "next",
+    "previous", "results"}``."""
+
+    default_limit = 50
+    max_limit = 200
+
+
+class PaginationFilter(serializers.Serializer):
+    """``limit`` and ``offset`` checked (DRF's paginator silently ignores bad values)."""
+
+    limit = serializers.IntegerField(required=False, min_value=1, max_value=Pagination.max_limit)
+    offset = serializers.IntegerField(required=False, min_value=0)
+
+
+class StrictSerializer(serializers.Serializer):
+    """Unknown fields are errors (a typo must not silently run the default)."""
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        unknown = sorted(set(getattr(self, "initial_data", {}) or {}) - set(self.fields))
+        if unknown:
+            raise serializers.ValidationError({unknown[0]: ["Unknown field."]})
+        return attrs
+
+
+class GaiaApi(APIView):
+    """The base of every operator and benchmarks API view: JSON only, the body's size checked
+    before DRF reads it, filters and pages checked."""
+
+    schema = ApiAutoSchema()
+    content_negotiation_class = JsonOnly
+    # Not DRF's ``pagination_class``: the schema would then call every list a page.
+    page_class: type[Pagination] = Pagination
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        # DRF reads a JSON body whole whatever Django's upload limit says; the ASGI guard
+        # (openai_api.asgi.BodyLimit) answers first in production, this in every other case.
+        try:
+            length = int(request.META.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            length = 0
+        if length > settings.GAIA_MAX_BODY_BYTES:
+            raise PayloadTooLarge(
+                f"The request body is larger than {settings.GAIA_MAX_BODY_BYTES} bytes.")
+        super().initial(request, *args, **kwargs)
+
+    def filters(self, serializer_class: type[serializers.Serializer]) -> dict[str, Any]:
+        """The query's filters, checked: a 400 naming the bad one."""
+        # A plain dict, not the QueryDict: DRF reads an empty form value as "absent", so
+        # ``?limit=`` or ``?status=`` passed unchecked where the schema promises a value.
+        serializer = serializer_class(data=self.request.query_params.dict())
+        serializer.is_valid(raise_exception=True)
+        return dict(serializer.validated_data)
+
+    def paginated(self, rows: Any, render: Any, output: type[serializers.Serializer] | None = None
+                  ) -> Response:
+        """A page of ``rows``, each rendered (and serialised by ``output`` if given)."""
+        paginator = self.page_class()
+        page = paginator.paginate_queryset(rows, self.request, view=self)
+        data = [render(r) for r in page or []]
+        if output is not None:
+            data = output(data, many=True).data
+        return paginator.get_paginated_response(data)
+
+
+# The schema's security schemes (drf-spectacular finds extensions by subclassing).
+
+
+class OperatorKeyScheme(OpenApiAuthenticationExtension):
+    target_class = OperatorKeyAuthentication
+    name = "operatorKey"
+
+    def get_security_definition(self, auto_schema: Any) -> dict[str, Any]:
+        return {"type": "http", "scheme": "bearer",
+                "description": "An API key with the 'operator' scope (also accepted as "
+                               "X-API-Key)."}
+
+
+class BenchmarksKeyScheme(OpenApiAuthenticationExtension):
+    target_class = BenchmarksKeyAuthentication
+    name = "benchmarksKey"
+
+    def get_security_definition(self, auto_schema: Any) -> dict[str, Any]:
+        return {"type": "http", "scheme": "bearer",
+                "description": "An API key with the 'benchmarks' scope (also accepted as "
+                               "X-API-Key)."}
+
+
+class StaffSessionScheme(SessionScheme):
+    target_class = StaffSessionAuthentication

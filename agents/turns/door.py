@@ -1,0 +1,196 @@
+"""The one door into a turn.
+
+Every interface that makes an agent answer comes through here: the ``/v1`` dialects
+(:func:`authorize`, then :func:`turn_open`), operator inject (:mod:`agents.turns.inject`) and
+benchmark runs (:func:`turn_ask`). :func:`turn_open` resolves what the client named (an agent,
+``auto`` or ``team/<slug>``), builds the :class:`TurnSpec` and opens the turn, so that a turn is
+stored, leased, fed to the feed, killable and recorded the same way whoever asked for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+
+from agents import llm, realtime, selectors, services
+from agents.backends import backend_for
+from agents.database import ReadNotAvailable, run_db
+from agents.models import Agent, ApiKey, Message
+from agents.turns import auto, catalogue, requests
+from agents.turns.describe import extract_workspace_root, thread_title
+from agents.turns.runtime import Turn
+from agents.turns.spec import TurnLike, TurnSpec
+from agents.turns.teams import TeamTurn
+
+
+async def authorize(*, raw_key: str | None, model: str | None = None
+                    ) -> tuple[ApiKey | None, Agent | str | None]:
+    """``(key, target)`` for a request with the API key ``raw_key`` naming ``model``: the agent,
+    or the virtual model's id (``auto``, ``team/<slug>``: resolved by :func:`turn_open`, which
+    needs the conversation), ``None`` without a model.
+
+    Raises in the order clients see: 401 (key), 429 (its rate limit), then 404 (unknown model),
+    403 (not allowed for this key), 503 (paused). On the event loop when what it needs is in
+    memory and the configuration stamp says it is current (the usual case), else on a
+    database thread; the stamp is read on every request, so a revoked key is refused at once.
+    """
+    virtual = model is not None and catalogue.is_virtual(model)
+    args: dict[str, Any] = {"raw_key": raw_key, "agent_slug": None if virtual else model,
+                            "anonymous_allowed": settings.GAIA_ALLOW_ANONYMOUS}
+    try:
+        version = await selectors.config_version_nowait()
+    except ReadNotAvailable:
+        key, agent = await run_db(services.request_authorize, **args)
+    else:
+        try:
+            key, agent = services.request_authorize(version=version, cached_only=True, **args)
+        except services.NeedsDatabase:
+            key, agent = await run_db(services.request_authorize, version=version, **args)
+    return key, (model if virtual else agent)
+
+
+async def _resolve(target: Agent | str, api_key: ApiKey | None, messages: list[llm.Message], *,
+                   thread_id: str | None, session_key: str | None, response_id: str
+                   ) -> tuple[Agent, dict[str, Any] | None, catalogue.LoadedTeam | None]:
+    """``(agent, route, team)``: ``auto`` is routed to an agent, ``team/<slug>`` is its team
+    (and its leader); an agent is itself."""
+    if target == catalogue.AUTO:
+        route = await auto.route_choose(api_key=api_key, messages=messages, thread_id=thread_id,
+                                        session_key=session_key, response_id=response_id)
+        return route.agent, route.as_dict(), None
+    if isinstance(target, str):
+        team = await run_db(catalogue.team_get, api_key=api_key, model=target)
+        return team.leader, None, team
+    return target, None, None
+
+
+async def turn_open(*, target: Agent | str, api_key: ApiKey | None, request: llm.LLMRequest,
+                    dialect: str, response_id: str, thread_id: str | None = None,
+                    session_key: str | None = None, previous_response_id: str | None = None,
+                    observe: Callable[[TurnLike], None] | None = None) -> TurnLike:
+    """Open the turn that answers ``request`` (the client's conversation, in Gaia's canonical
+    form) for ``target`` (from :func:`authorize`).
+
+    ``thread_id``/``session_key`` say which conversation this is (a client's headers);
+    ``previous_response_id`` continues from a stored reply (the Responses API): its thread
+    continues, or, from an older reply, a new thread branches there. A new thread's title and
+    a coding client's workspace root come from the conversation (:mod:`agents.turns.describe`).
+    ``observe`` is given the turn before it opens (a request's log line names it even if
+    opening fails).
+
+    Raises :class:`GaiaError` subclasses before any output exists (404 unknown previous
+    response or thread, 400 context or images, 403/404/503 from a team or ``auto``)."""
+    if previous_response_id:
+        # Gaia is stateful: the stored thread continues, the input holds only new items.
+        thread_id, session, history = await run_db(
+            selectors.thread_branch_for_response, response_id=previous_response_id,
+            api_key=api_key)
+        if history is not None:  # an older reply: branch off there
+            request.messages = history + request.messages
+            thread_id, session_key = None, session
+    agent, route, team = await _resolve(target, api_key, request.messages, thread_id=thread_id,
+                                        session_key=session_key, response_id=response_id)
+    spec = TurnSpec(agent=agent, api_key=api_key, request=request, dialect=dialect,
+                    response_id=response_id, thread_id=thread_id, session_key=session_key,
+                    user=request.user, route=route, title=thread_title(request.messages),
+                    workspace_root=extract_workspace_root(request.messages, request.system))
+    turn: TurnLike = TeamTurn(spec, team) if team is not None else Turn(spec)
+    if observe is not None:
+        observe(turn)
+    await turn.open()
+    return turn
+
+
+async def input_tokens_count(*, target: Agent | str, api_key: ApiKey | None,
+                             request: llm.LLMRequest) -> int:
+    """How many input tokens ``request`` would be for ``target``'s provider, the agent's
+    instructions included (Anthropic's ``count_tokens``); nothing is stored."""
+    agent, _, _ = await _resolve(target, api_key, request.messages, thread_id=None,
+                                 session_key=None, response_id="")
+    built = requests.agent_request(agent, messages=request.messages, system=request.system,
+                                   base=request,
+                                   workspace=extract_workspace_root(request.messages,
+                                                                    request.system))
+    return await requests.count_tokens(backend_for(agent.provider), built)
+
+
+async def model_list(*, api_key: ApiKey | None) -> list[Any]:
+    """The models this key may name: its agents, ``auto``, its teams."""
+    return await run_db(catalogue.model_list, api_key=api_key)
+
+
+async def model_get(*, raw_key: str | None, model: str) -> Any:
+    """The model ``model`` as this key may see it (an agent or a virtual model); raises as
+    :func:`authorize` does."""
+    key, found = await authorize(raw_key=raw_key, model=model)
+    if isinstance(found, str):
+        return await run_db(catalogue.virtual_model_get, api_key=key, model=found)
+    return found
+
+
+async def stored_reply(*, response_id: str, api_key: ApiKey | None
+                       ) -> tuple[Message, str] | None:
+    """The stored reply ``response_id`` of a thread this key owns, with the model id it names
+    (a team's, else the agent that answered); ``None`` if there is none."""
+    def read() -> tuple[Message, str] | None:
+        row = selectors.stored_reply_get(response_id=response_id, api_key=api_key)
+        return (row, catalogue.reply_model(row)) if row is not None else None
+
+    return await run_db(read)
+
+
+# -- benchmark runs -------------------------------------------------------------------------
+
+
+@dataclass
+class Answer:
+    """What an agent answered to :func:`turn_ask`."""
+
+    text: str
+    usage: llm.Usage
+    thread_id: str
+    finish_reason: str
+
+
+async def turn_ask(*, agent: str, prompt: str, system: str = "", run_id: int | None = None,
+                   title: str | None = None, max_output_tokens: int | None = None) -> Answer:
+    """Ask ``agent`` one question through the runtime, as a client's turn would: a thread of
+    its own (marked with ``run_id``: hidden from the default thread list), the agent's
+    instructions, knowledge, limits and fallback providers; the feed hears of it and shows
+    the agent at work.
+
+    Raises like a turn: :class:`AgentNotFound`, :class:`AgentPaused` (an operator paused the
+    agent), :class:`TurnKilled` (an operator killed the thread), the provider's errors.
+
+    The turn runs on the server's event loop when the caller runs on another one (a
+    single-process server's embedded benchmark worker), so that a kill, the feed and the
+    in-memory channel layer see it as any other turn of the process."""
+    serving = realtime.serving_loop()
+    coro = _ask(agent=agent, prompt=prompt, system=system, run_id=run_id, title=title,
+                max_output_tokens=max_output_tokens)
+    if serving is not None and serving is not asyncio.get_running_loop():
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, serving))
+    return await coro
+
+
+async def _ask(*, agent: str, prompt: str, system: str, run_id: int | None, title: str | None,
+               max_output_tokens: int | None) -> Answer:
+    _, found = await run_db(services.request_authorize, raw_key=None, anonymous_allowed=True,
+                            agent_slug=agent)
+    assert found is not None
+    request = llm.LLMRequest(model=agent, system=system, max_output_tokens=max_output_tokens,
+                             messages=[llm.Message(role="user", parts=(llm.TextPart(prompt),))])
+    tag = uuid.uuid4().hex
+    turn = Turn(TurnSpec(
+        agent=found, api_key=None, request=request, dialect="benchmark",
+        response_id=f"bench-{tag[:24]}", session_key=f"run:{run_id}:{tag}",
+        user=f"run {run_id}" if run_id is not None else None, title=title,
+        store_first=True, lease_wait=0, run_id=run_id))
+    await turn.open()
+    result = await turn.collect(await turn.first(wait=3600))
+    return Answer(result.text, turn.usage, str(turn.thread_id), result.finish_reason)

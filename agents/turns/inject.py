@@ -1,0 +1,163 @@
+"""An operator's message to an agent (reference 003's ``inject``): every rule of it, in one
+place, for ``POST /api/v1/inject`` and the feed's ``inject`` command alike.
+
+The rules, in the order they are checked (each refusal is a :class:`GaiaError` with the same
+code on both channels):
+
+1. ``payload`` is a non-empty string, or an object: ``{"text": ...}`` / ``{"content": ...}``
+   stand for that string, any other object is sent as its JSON (400 ``invalid_payload``).
+2. ``to`` names an agent (404 ``agent_not_found``) that the caller's key may use, if the key is
+   limited to some agents (403 ``agent_not_allowed``), and that is enabled (400
+   ``agent_disabled``).
+3. A ``thread_id`` names a thread (404 ``thread_not_found``) of that agent (400
+   ``thread_agent_mismatch``); the message continues it as its own client's conversation (a
+   ``/v1`` client's thread stays that client's, whoever injects).
+4. The agent is not paused (503 ``agent_paused``, ``Retry-After``).
+5. The thread is not busy with another turn (409 ``thread_busy``; an operator gets an answer
+   now, no waiting).
+
+Then the message is stored (the answer carries its thread and message ids) and the agent's
+reply is produced in the background on this event loop, seen on the feed like any other turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from agents import llm, selectors, services
+from agents.database import run_db
+from agents.exceptions import (
+    AgentNotFound,
+    AgentPaused,
+    GaiaError,
+    InvalidRequest,
+    NotFound,
+    PermissionDenied,
+)
+from agents.models import Agent, ApiKey
+from agents.turns import registry
+from agents.turns.runtime import Turn
+from agents.turns.spec import TurnSpec
+
+log = logging.getLogger("gaia.turns")
+
+
+def inject_payload_text(payload: Any) -> str:
+    """The text the agent reads for an inject's ``payload`` (rule 1)."""
+    if isinstance(payload, dict) and len(payload) == 1:
+        (name, only), = payload.items()
+        if name in ("text", "content") and isinstance(only, str):
+            payload = only
+    if isinstance(payload, dict) and payload:
+        payload = json.dumps(payload, ensure_ascii=False)
+    if not isinstance(payload, str) or not payload.strip():
+        raise InvalidRequest(
+            "'payload' must be a non-empty string, or an object (an object with only a "
+            "'text' or 'content' string stands for that string; any other is sent as its "
+            "JSON).", param="payload", code="invalid_payload")
+    return payload
+
+
+@dataclass
+class Inject:
+    """A message that passed the rules: its text, the agent it goes to, the thread it
+    continues (if any) and the key and user the turn runs as."""
+
+    text: str
+    agent: Agent
+    thread_id: str | None
+    api_key: ApiKey | None
+    user: str | None
+
+
+def inject_prepare(*, to: str, payload: Any, thread_id: str | None, api_key: ApiKey | None,
+                   operator: str | None) -> Inject:
+    """Rules 1 to 4 (reads the database: call it on the thread whose connection sees the
+    caller's data). ``api_key`` is the caller's key (``None`` for a staff session, whose
+    ``operator`` is the user's name)."""
+    text = inject_payload_text(payload)
+    agent = None
+    if "\x00" not in to:
+        agent = Agent.objects.select_related("provider").filter(slug=to).first()
+    if agent is None:
+        raise AgentNotFound(f"No agent '{to}'.", param="to", code="agent_not_found")
+    allowed = getattr(api_key, "allowed_agent_ids", None) if api_key is not None else None
+    if allowed and agent.pk not in allowed:
+        raise PermissionDenied(f"This API key may not talk to the agent '{agent.slug}'.",
+                               param="to", code="agent_not_allowed")
+    if not agent.enabled:
+        raise InvalidRequest(f"The agent '{agent.slug}' is disabled.", param="to",
+                             code="agent_disabled")
+    selectors.agent_provider_chain_load(agent)  # its fallback providers and knowledge, as /v1
+    target = Inject(text, agent, None, api_key, None if api_key is not None else operator)
+    if thread_id is not None:
+        try:
+            thread = selectors.thread_get(thread_id=thread_id)
+        except NotFound:
+            raise NotFound(f"No thread with id '{thread_id}'.", param="thread_id",
+                           code="thread_not_found") from None
+        if thread.agent_id != agent.pk:
+            raise InvalidRequest(
+                f"Thread {thread.pk} belongs to the agent '{thread.agent.slug}', not "
+                f"'{agent.slug}'.", param="thread_id", code="thread_agent_mismatch")
+        # The thread continues as its own client's conversation.
+        target.thread_id, target.api_key, target.user = (str(thread.pk), thread.api_key,
+                                                         thread.user or None)
+    if agent.paused:
+        raise AgentPaused(f"The agent '{agent.slug}' is paused by an operator; resume it first.",
+                          retry_after=services.AGENT_PAUSED_RETRY_AFTER)
+    return target
+
+
+@dataclass
+class Injected:
+    thread_id: str
+    message_id: int
+    task: Any  # asyncio.Task[None]: the reply, produced in the background
+
+
+async def inject(*, to: str, payload: Any, thread_id: str | None = None,
+                 api_key: ApiKey | None = None, operator: str | None = None) -> Injected:
+    """Send an operator's message (see the module docstring for the rules): rules 1 to 4 on
+    a database thread (:func:`inject_prepare`), then :func:`turn_inject`."""
+    prepared = await run_db(inject_prepare, to=to, payload=payload, thread_id=thread_id,
+                            api_key=api_key, operator=operator)
+    return await turn_inject(prepared)
+
+
+async def turn_inject(target: Inject) -> Injected:
+    """Store a prepared message and have its agent reply (rule 5: a busy thread is a 409).
+    Runs on the event loop that is to produce the reply (the server's). Raises before
+    anything is stored; the background task records its own outcome (reply, error or
+    kill)."""
+    text = target.text
+    request = llm.LLMRequest(
+        model=target.agent.slug, system="", user=target.user,
+        messages=[llm.Message(role="user", parts=(llm.TextPart(text),))],
+    )
+    turn = Turn(TurnSpec(
+        agent=target.agent, api_key=target.api_key, request=request, dialect="operator",
+        response_id=f"inject-{uuid.uuid4().hex[:24]}", thread_id=target.thread_id,
+        session_key=None if target.thread_id else f"inject:{uuid.uuid4().hex}",
+        user=target.user, store_first=True, lease_wait=0,
+    ))
+    await turn.open()
+    assert turn.start is not None
+    start = turn.start
+
+    async def reply() -> None:
+        try:
+            await turn.collect(await turn.first(wait=3600))
+        except GaiaError:
+            pass  # recorded on the thread by the turn itself, and sent to the feed
+        except Exception:
+            log.exception("injected turn failed on thread %s", start.thread_id)
+
+    task = asyncio.create_task(reply(), name=f"inject-{start.thread_id}")
+    registry.background_keep(task)
+    return Injected(str(start.thread_id), start.message_ids[-1], task)
