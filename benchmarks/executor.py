@@ -9,6 +9,13 @@ server's database thread, never for longer than one short transaction). While a 
 the heartbeat (every ``GAIA_BENCH_HEARTBEAT_SECONDS``) renews the run and reports packet counts;
 when it finds the run cancelled or taken over, the question is cancelled, which ends its agent
 processes. Past the run's time limit the run ends ``failed`` with the reason.
+
+Roles played by Gaia agents reach them through the turn runtime, as any client's turn would
+(:func:`agents.turns.turn_ask`): each call of a tool is a thread of the run (hidden from the
+default thread list, ``?run=<id>`` shows them), the feed shows the agent at work, fallback
+providers apply, a paused agent or an operator's kill of such a thread fails that question
+(saying so) and the run goes on. The agent processes ask for those calls over their own stdio
+(a ``host`` LLM, :class:`mesh.llm.HostLLM`): no server, port or token of the run's own.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ import socket
 import tarfile
 import tempfile
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
@@ -32,6 +40,8 @@ from django.conf import settings
 from django.core.files.storage import default_storage
 from django.db import close_old_connections, connections
 
+from agents import turns
+from agents.exceptions import AgentPaused, GaiaError, TurnKilled
 from benchmarks import services
 from benchmarks.models import DETERMINISTIC, BenchmarkResult, BenchmarkRun
 
@@ -74,6 +84,8 @@ class _RunExecution:
         self.db = db
         self.progress = services.Progress()
         self.base_packets = self.base_bytes = 0
+        self.question = -1  # the question running now
+        self.tokens: Counter[str] = Counter()  # tokens per agent slug, this question
         self.last_beat = time.monotonic()
         self.heartbeat_s = float(getattr(settings, "GAIA_BENCH_HEARTBEAT_SECONDS", 1.0))
         started = run.started_at.timestamp() if run.started_at else time.time()
@@ -91,6 +103,26 @@ class _RunExecution:
         elif event.kind == "agent.connected":
             self.progress.packets += 1
 
+    async def _ask(self, tool: str, call: Any) -> Any:
+        """A role's call to its agent (the pool's LLM host), through the turn runtime."""
+        from mesh.llm import LLMError, LLMReply
+        from mesh.run import QuestionFailed
+
+        slug = self.run.tools[tool]
+        try:
+            answer = await turns.turn_ask(
+                agent=slug, system=call.system, prompt=call.prompt, run_id=self.run.pk,
+                title=f"Run {self.run.pk} · q{self.question} · {tool}")
+        except TurnKilled as exc:
+            raise QuestionFailed(f"an operator stopped {slug} ({tool}): {exc.message}") from exc
+        except AgentPaused as exc:
+            raise QuestionFailed(f"{slug} ({tool}) is paused: {exc.message}") from exc
+        except GaiaError as exc:
+            raise LLMError(f"{slug}: {exc.message}") from exc
+        tokens = answer.usage.input_tokens + answer.usage.output_tokens
+        self.tokens[slug] += tokens
+        return LLMReply(text=answer.text, tokens=tokens)
+
     def _counted(self, metrics: dict[str, Any]) -> None:
         self.base_packets += int(metrics.get("pkt_cnt", 0))
         self.base_bytes += int(metrics.get("bytes_rx", 0)) + int(metrics.get("bytes_tx", 0))
@@ -106,27 +138,24 @@ class _RunExecution:
         for metrics in await self._db(_all_metrics, run_id=run.pk):
             self._counted(metrics)
         todo = [questions[i] for i in run.question_indexes if i not in done]
-        bridge = None
         agent_slugs = sorted({b for b in run.tools.values() if b != DETERMINISTIC})
         work = Path(tempfile.mkdtemp(prefix=f"gaia-bench-{run.pk}-"))
         status, error = BenchmarkRun.Status.SUCCEEDED, ""
         try:
-            llm: dict[str, Any] = {}
             if agent_slugs:
-                from benchmarks.bridge import AgentBridge
-
-                agents = await self._db(_agents, slugs=agent_slugs)
-                bridge = await AgentBridge(agents).start()
-                llm = {role: bridge.spec(slug) for role, slug in run.tools.items()
-                       if slug != DETERMINISTIC}
+                await self._db(_agents_exist, slugs=agent_slugs)  # or the run fails
+            llm = {role: {"kind": "host", "model": slug, "timeout": run.question_timeout_s}
+                   for role, slug in run.tools.items() if slug != DETERMINISTIC}
             config = RunConfig(protocol=run.protocol, timeout_s=run.question_timeout_s, llm=llm)
-            async with AgentPool(config) as pool:
+            async with AgentPool(config, llm_host=self._ask if llm else None) as pool:
                 for question in todo:
                     if time.time() >= self.deadline:
                         status = BenchmarkRun.Status.FAILED
                         error = (f"time limit of {run.time_limit_s:g} s reached before question "
                                  f"{question.index}")
                         break
+                    self.question = question.index
+                    self.tokens.clear()
                     outcome = await self._question(run_question, question, pool, work)
                     if outcome == "stopped":
                         return await self._stopped()
@@ -136,7 +165,7 @@ class _RunExecution:
                                  f"{question.index}")
                         break
                     result, out_dir = outcome
-                    tokens = bridge.take_tokens() if bridge is not None else {}
+                    tokens = dict(self.tokens)
                     metrics_json, archive = await asyncio.to_thread(_read_outputs, out_dir)
                     recorded = await self._db(
                         services.benchmark_result_record, run_id=run.pk, worker=self.worker,
@@ -154,8 +183,6 @@ class _RunExecution:
                                       archive=archive, progress=self.progress)
             return status if finished else await self._stopped()
         finally:
-            if bridge is not None:
-                await bridge.close()
             await asyncio.to_thread(shutil.rmtree, work, True)
 
     async def _heartbeat(self) -> bool:
@@ -226,14 +253,13 @@ def _all_metrics(*, run_id: int) -> list[dict[str, Any]]:
             .order_by("question_index")]
 
 
-def _agents(*, slugs: list[str]) -> dict[str, Any]:
+def _agents_exist(*, slugs: list[str]) -> None:
     from agents.models import Agent
 
-    found = {a.slug: a for a in Agent.objects.select_related("provider").filter(slug__in=slugs)}
-    missing = sorted(set(slugs) - set(found))
+    found = set(Agent.objects.filter(slug__in=slugs).values_list("slug", flat=True))
+    missing = sorted(set(slugs) - found)
     if missing:
         raise RuntimeError(f"agents {missing} no longer exist")
-    return found
 
 
 def _reload(*, run_id: int) -> BenchmarkRun:

@@ -8,7 +8,8 @@ Secrets travel in the environment, not argv: ``MESH_SIGNING_SEED`` (hex, for ``s
 reads one JSON line per question from stdin, ``{"port": P, "workspace": DIR, "seed": HEX|null}``,
 runs one agent session against that relay exactly as above (fresh state, fresh workspace, its
 ``stderr.log`` there), then writes ``{"code": N}`` to stdout and waits for the next line. EOF on
-stdin ends the process.
+stdin ends the process. With a ``host`` LLM (:class:`mesh.llm.HostLLM`) its calls and their
+answers share those two streams, a JSON line each.
 
 The agent connects to the relay, says ``hello``, waits for ``doc_init``, and runs its tool once
 its nearest live upstream stage has spoken (or is gone: ``peer_down`` makes it fall back to the
@@ -25,6 +26,7 @@ import contextlib
 import json
 import os
 import sys
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -276,14 +278,42 @@ def _open_stderr(workspace: Path) -> IO[str]:
     return open(workspace / "stderr.log", "w", encoding="utf-8")  # the caller closes it
 
 
+def _stdin_lines(loop: asyncio.AbstractEventLoop) -> asyncio.Queue[str]:
+    """Every line of stdin, as it comes, then ``""`` at EOF (a reader thread: the pool writes
+    question commands and, to a ``host`` LLM, its answers, at any time)."""
+    lines: asyncio.Queue[str] = asyncio.Queue()
+
+    def read() -> None:
+        for line in sys.stdin:
+            loop.call_soon_threadsafe(lines.put_nowait, line)
+        loop.call_soon_threadsafe(lines.put_nowait, "")
+
+    threading.Thread(target=read, name="mesh-stdin", daemon=True).start()
+    return lines
+
+
+async def _route(lines: asyncio.Queue[str], commands: asyncio.Queue[str],
+                 llm: LLM | None) -> None:
+    """Hand stdin's lines out as they come, a session running or not: answers to a ``host``
+    LLM to it, question commands (and EOF, ``""``) to ``commands``."""
+    deliver = getattr(llm, "deliver", None)
+    while True:
+        line = await lines.get()
+        if line and deliver is not None and line.startswith('{"llm_'):
+            with contextlib.suppress(ValueError, TypeError):
+                if deliver(json.loads(line)):
+                    continue
+        commands.put_nowait(line)
+        if not line:
+            return
+
+
 async def serve(args: argparse.Namespace, llm: LLM | None) -> int:
     """Run one agent session per command line on stdin until EOF (``--serve``)."""
     prepare(args.tool)
-    loop = asyncio.get_running_loop()
-    while True:
-        line = await loop.run_in_executor(None, sys.stdin.readline)
-        if not line:
-            return 0
+    commands: asyncio.Queue[str] = asyncio.Queue()
+    router = asyncio.create_task(_route(_stdin_lines(asyncio.get_running_loop()), commands, llm))
+    while line := await commands.get():
         try:
             command = json.loads(line)
             port = int(command["port"])
@@ -305,6 +335,8 @@ async def serve(args: argparse.Namespace, llm: LLM | None) -> int:
                 code = 1
         sys.stdout.write(json.dumps({"code": code}) + "\n")
         sys.stdout.flush()
+    router.cancel()
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -314,7 +346,8 @@ def main(argv: list[str] | None = None) -> int:
     spec_text = os.environ.get(ENV_LLM_SPEC)
 
     async def _main() -> int:
-        llm = llm_from_spec(json.loads(spec_text)) if spec_text else None
+        llm = llm_from_spec(json.loads(spec_text), host_out=sys.stdout if args.serve else None
+                            ) if spec_text else None
         if args.serve:
             try:
                 return await serve(args, llm)

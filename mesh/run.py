@@ -25,21 +25,22 @@ import secrets
 import shutil
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 from mesh.evaluation import score_answer
 from mesh.framing import DEFAULT_MAX_FRAME_SIZE
-from mesh.llm import LLMSpec
+from mesh.llm import LLMCall, LLMError, LLMReply, LLMSpec
 from mesh.network import EventCallback, MeshEvent, MeshNetwork
 from mesh.protocols import get_adapter, needs_signing_seed
 from mesh.results import archive_workspaces, summarize, write_json
 from mesh.suite import Question
 from mesh.tools import PIPELINE
 
-__all__ = ["AgentPool", "RunConfig", "RunResult", "run_question", "run_suite"]
+__all__ = ["AgentPool", "LLMHost", "QuestionFailed", "RunConfig", "RunResult", "run_question",
+           "run_suite"]
 
 _PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
 
@@ -99,6 +100,21 @@ class _AgentProc:
     killed: bool = False
     exit_code: int | None = None
     finished: bool = False
+    # Session ends as its stdout reports them (None: stdout closed), read by one task that
+    # also answers the agent's calls to a host LLM.
+    ends: asyncio.Queue[int | None] = field(default_factory=asyncio.Queue)
+    reader: asyncio.Task[None] | None = None
+    calls: set[asyncio.Task[None]] = field(default_factory=set)
+
+
+class QuestionFailed(Exception):
+    """Raised by an ``llm_host`` to end the current question as failed (with the reason)."""
+
+
+# How a pool answers its agents' calls to a ``host`` LLM (mesh.llm.HostLLM): the calling
+# agent's tool and the call, to a reply (raise LLMError for a failed call, QuestionFailed to
+# fail the whole question).
+LLMHost = Callable[[str, LLMCall], Awaitable[LLMReply]]
 
 
 def _open_append(path: Path) -> IO[bytes]:
@@ -130,12 +146,21 @@ class AgentPool:
     :meth:`attach`. Use ``async with AgentPool(config) as pool`` (closing ends every process).
     """
 
-    def __init__(self, config: RunConfig, *, stderr_dir: Path | None = None) -> None:
+    def __init__(self, config: RunConfig, *, stderr_dir: Path | None = None,
+                 llm_host: LLMHost | None = None) -> None:
         config.validate()
         self.config = config
         self.stderr_dir = stderr_dir
+        self.llm_host = llm_host
         self._procs: dict[int, _AgentProc] = {}
         self.spawned = 0
+        self.net: MeshNetwork | None = None  # the relay of the question running now
+
+    def fail_question(self, reason: str) -> None:
+        """End the question running now as failed, saying why (its agents are told to stop,
+        its metrics are kept)."""
+        if self.net is not None:
+            self.net.fail(reason)
 
     async def __aenter__(self) -> AgentPool:
         return self
@@ -182,7 +207,53 @@ class AgentPool:
                 stderr.close()
         self.spawned += 1
         agent = self._procs[node_id] = _AgentProc(node_id, tool, proc)
+        agent.reader = asyncio.create_task(self._read(agent), name=f"mesh-agent-{node_id}")
         return agent
+
+    async def _read(self, agent: _AgentProc) -> None:
+        """The agent's stdout: session ends (``{"code": N}``) and calls to a host LLM."""
+        assert agent.proc.stdout is not None
+        while True:
+            line = await agent.proc.stdout.readline()
+            if not line:
+                agent.ends.put_nowait(None)
+                return
+            try:
+                message = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(message, dict):
+                continue
+            call = message.get("llm")
+            if isinstance(call, dict):
+                task = asyncio.create_task(self._answer(agent, call))
+                agent.calls.add(task)
+                task.add_done_callback(agent.calls.discard)
+            elif "code" in message:
+                with contextlib.suppress(ValueError, TypeError):
+                    agent.ends.put_nowait(int(message["code"]))
+
+    async def _answer(self, agent: _AgentProc, call: dict[str, Any]) -> None:
+        """Answer one host-LLM call of ``agent`` on its stdin (an error if there is no host,
+        or the host failed)."""
+        answer: dict[str, Any]
+        try:
+            if self.llm_host is None:
+                raise LLMError("this pool has no LLM host")
+            reply = await self.llm_host(agent.tool, LLMCall(str(call.get("system", "")),
+                                                            str(call.get("prompt", ""))))
+            answer = {"llm_reply": {"id": call.get("id"), "text": reply.text,
+                                    "tokens": reply.tokens}}
+        except QuestionFailed as exc:
+            self.fail_question(str(exc))
+            answer = {"llm_error": {"id": call.get("id"), "error": str(exc)}}
+        except LLMError as exc:
+            answer = {"llm_error": {"id": call.get("id"), "error": str(exc)}}
+        if agent.proc.stdin is None or agent.proc.stdin.is_closing():
+            return
+        with contextlib.suppress(ConnectionError, OSError):
+            agent.proc.stdin.write((json.dumps(answer) + "\n").encode())
+            await agent.proc.stdin.drain()
 
     async def attach(self, node_id: int, tool: str, *, port: int, workspace: Path,
                      seed: bytes | None) -> _AgentProc:
@@ -200,13 +271,10 @@ class AgentPool:
         return agent
 
     async def _session_end(self, agent: _AgentProc) -> None:
-        assert agent.proc.stdout is not None
-        line = await agent.proc.stdout.readline()
-        if line:
-            with contextlib.suppress(ValueError, TypeError):
-                agent.exit_code = int(json.loads(line)["code"])
-                agent.finished = True
-                return
+        code = await agent.ends.get()
+        if code is not None:
+            agent.exit_code, agent.finished = code, True
+            return
         agent.exit_code = await agent.proc.wait()
 
     async def finish(self, agents: Sequence[_AgentProc], grace: float) -> None:
@@ -223,8 +291,11 @@ class AgentPool:
             await asyncio.gather(*waits, return_exceptions=True)
 
     async def abort(self, agents: Sequence[_AgentProc]) -> None:
-        """Kill the agents whose session did not end (cancellation, an unexpected error)."""
+        """Kill the agents whose session did not end (cancellation, an unexpected error), and
+        stop their calls to the host."""
         for agent in agents:
+            for call in list(agent.calls):
+                call.cancel()
             if not agent.finished and agent.proc.returncode is None:
                 agent.killed = True
                 await self._kill(agent)
@@ -239,6 +310,8 @@ class AgentPool:
         procs = list(self._procs.values())
         self._procs.clear()
         for agent in procs:
+            for task in [*agent.calls, *([agent.reader] if agent.reader else [])]:
+                task.cancel()
             if agent.proc.stdin is not None and not agent.proc.stdin.is_closing():
                 agent.proc.stdin.close()
         waits = [asyncio.create_task(a.proc.wait()) for a in procs]
@@ -308,6 +381,7 @@ async def run_question(question: Question, *, out_dir: Path, config: RunConfig |
             with contextlib.suppress(Exception):
                 on_event(MeshEvent(kind, round(net.elapsed_ms, 3), data))
 
+    pool.net = net
     try:
         port = await net.start()
         emit("run.started", {"question_index": question.index, "protocol": config.protocol,
@@ -335,6 +409,7 @@ async def run_question(question: Question, *, out_dir: Path, config: RunConfig |
         await pool.finish(procs, config.shutdown_grace_s)
     finally:
         # Also on cancellation or an unexpected error: no agent session or task outlives us.
+        pool.net = None
         await pool.abort(procs)
         await net.close()
 

@@ -90,6 +90,7 @@ def thread_public(thread: Thread, *, agent: str, client: str) -> dict[str, Any]:
         "last_activity": iso(thread.updated_at),
         "error": thread.last_error or None,
         "route": thread.route,
+        "run": thread.run_id,
     }
 
 
@@ -119,11 +120,13 @@ def message_public_row(row: Message) -> dict[str, Any]:
 
 
 def thread_list(*, status: str | None = None, agent: str | None = None, since: Any = None,
-                q: str | None = None) -> QuerySet[Thread]:
+                q: str | None = None, run: int | None = None) -> QuerySet[Thread]:
     """Threads, most recently active first. ``agent`` is an agent's slug, ``since`` keeps the
     threads active at or after that time, ``q`` searches titles and message texts
-    (case-insensitive substring)."""
-    threads = Thread.objects.select_related("agent", "api_key").order_by("-updated_at", "pk")
+    (case-insensitive substring). The threads of benchmark runs are left out, unless ``run``
+    names the run whose threads to list (then only those)."""
+    threads = (Thread.objects.select_related("agent", "api_key").order_by("-updated_at", "pk")
+               .filter(run_id=run))
     if status:
         threads = threads.filter(status=status)
     if agent:

@@ -69,6 +69,7 @@ def thread_turn_begin(
     lease_seconds: float,
     exclusive: bool = True,
     title: str | None = None,
+    run_id: int | None = None,
 ) -> TurnStart | None:
     """Find or create the thread for this conversation, take its lease and store the new messages.
 
@@ -80,7 +81,8 @@ def thread_turn_begin(
     thread. With an explicit ``thread_id``, a request carrying only new messages (no assistant
     turns) continues the stored conversation statefully.
 
-    ``title`` names a new thread (default: its first user text).
+    ``title`` names a new thread (default: its first user text); ``run_id`` marks it as the
+    work of that benchmark run.
 
     Raises :class:`NotFound` for an explicit thread id this key does not own.
     """
@@ -140,7 +142,7 @@ def thread_turn_begin(
                 title=(title if title is not None
                        else next((m.text for m in incoming if m.role == "user"), ""))[:200],
                 history_digest=chain[-1], workspace_root=workspace_root or "",
-                message_count=len(incoming), **lease,
+                message_count=len(incoming), run_id=run_id, **lease,
             )
             rows_insert([new])
             rows = rows_insert([Message.from_llm(m, thread_id=new.pk, seq=i, dialect=dialect)

@@ -9,9 +9,12 @@ at a time each) on ``REDIS_URL``, and measures:
 * submit -> running latency (the run's ``started_at - queued_at``), p50/p99 over 1-question runs;
 * runs per minute with 1 and 2 workers (5-question runs, deterministic tools);
 * the 30-question deterministic suite through the queue and through ``gaia mesh run``;
+* what reaching Gaia agents costs a run: the 30 questions with every role on an instant ``fake``
+  agent (four agent calls a question, each a turn of the runtime: a thread of the run, the
+  feed, the lease) against the same questions with deterministic tools, through the queue;
 * the same with the embedded model's ``mesh-*`` agents (``--model-questions`` of them: the
-  135M model on a shared 2-core box takes seconds a question), through the queue (the worker's
-  LLM bridge) and through ``gaia mesh run --llm-spec`` (HTTP to the server's /v1).
+  135M model on a shared 2-core box takes seconds a question), through the queue (each call a
+  turn, ``agents.turns.turn_ask``) and through ``gaia mesh run --llm-spec`` (HTTP to /v1).
 
 Deterministic tools' quality is a baseline (they were written against these 30 questions).
 """
@@ -142,6 +145,35 @@ def quality(run: dict[str, Any]) -> str:
     return f"EM {s.get('mean_exact_match', 0):.3f} F1 {s.get('mean_f1', 0):.3f} ({label})"
 
 
+FAKE_AGENTS = """
+providers:
+  - {name: perf-instant, kind: fake, options: {reply: "0 1 2", delay_ms: 0}}
+agents:
+""" + "".join(f"  - {{slug: perf-{role}, provider: perf-instant, listed: false}}\n"
+              for role in ("search", "extract", "triple", "reason"))
+
+
+def agent_calls(stack: Stack, http: httpx.Client, *, deterministic: float) -> None:
+    """The 30 questions with every role on an instant fake agent: what the agent calls (each
+    a turn of the runtime) add to a run, per call."""
+    spec = stack.data / "fake-agents.yaml"
+    spec.write_text(FAKE_AGENTS)
+    stack.manage("agents_import", str(spec))
+    tools = {role: f"perf-{role}" for role in ("search", "extract", "triple", "reason")}
+    walls = []
+    for _ in range(3):
+        t0 = time.monotonic()
+        run = wait(http, submit(http, tools=tools))
+        walls.append(time.monotonic() - t0)
+        assert run["status"] == "succeeded", run
+    wall = statistics.median(walls)
+    calls = 30 * 4
+    print(f"30 questions, every role on an instant fake agent ({calls} agent calls), through "
+          f"the queue: {wall:.2f} s wall (median of 3: {', '.join(f'{w:.2f}' for w in walls)}"
+          f"); {(wall - deterministic) / calls * 1000:.1f} ms a call over the deterministic "
+          f"suite's {deterministic:.2f} s")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -149,6 +181,8 @@ def main() -> int:
     parser.add_argument("--latency-runs", type=int, default=20)
     parser.add_argument("--throughput-runs", type=int, default=6)
     parser.add_argument("--model-questions", type=int, default=3)
+    parser.add_argument("--agent-calls-only", action="store_true",
+                        help="only the deterministic suite and the fake agents' one")
     args = parser.parse_args()
     redis_url = os.environ.get("REDIS_URL", "")
     if not redis_url:
@@ -177,6 +211,16 @@ def main() -> int:
 
         stack.start_worker("w1")
         wait(http, submit(http, indexes=[0]))  # warm-up: imports, first connections
+        if args.agent_calls_only:
+            walls = []
+            for _ in range(3):
+                t0 = time.monotonic()
+                wait(http, submit(http))
+                walls.append(time.monotonic() - t0)
+            print(f"30-question deterministic suite through the queue: median of 3 "
+                  f"{statistics.median(walls):.2f} s ({', '.join(f'{w:.2f}' for w in walls)})")
+            agent_calls(stack, http, deterministic=statistics.median(walls))
+            return 0
         latencies = []
         for _ in range(args.latency_runs):
             run = wait(http, submit(http, indexes=[0]))
@@ -205,6 +249,8 @@ def main() -> int:
         print(f"30-question deterministic suite through the queue: {wall:.2f} s wall "
               f"(started->finished {ts(run['finished_at']) - ts(run['started_at']):.2f} s); "
               f"{quality(run)}")
+
+        agent_calls(stack, http, deterministic=wall)
 
         out = data / "mesh-cli"
         t0 = time.monotonic()
