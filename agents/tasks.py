@@ -7,7 +7,8 @@ from celery import shared_task
 from agents import services
 
 
-@shared_task(acks_late=True, time_limit=3600, soft_time_limit=3500)
+@shared_task(name="agents.knowledge_document_index", acks_late=True, time_limit=3600,
+             soft_time_limit=3500)
 def knowledge_document_index_task(document_id: int) -> bool:
     """Index one uploaded document (claims it; a redelivery does nothing)."""
     return services.knowledge_document_index(document_id=document_id)

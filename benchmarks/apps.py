@@ -6,4 +6,9 @@ class BenchmarksConfig(AppConfig):
     verbose_name = "Benchmarks"
 
     def ready(self) -> None:
-        from benchmarks import events  # noqa: F401 - declares the run_* feed event types
+        from benchmarks import (
+            events,  # noqa: F401 - declares the run_* feed event types
+            worker,
+        )
+
+        worker.embedded()  # the benchmarks queue's embedded worker, configured (not started)

@@ -28,6 +28,7 @@ from django.db.models.functions import Coalesce, Concat, Now
 from django.utils import timezone
 
 from agents import realtime
+from agents.background import background_dispatch
 from agents.exceptions import Conflict, InvalidRequest
 from agents.models import Agent, ApiKey
 from benchmarks import events
@@ -40,6 +41,8 @@ MAX_SUITE_QUESTIONS = 2000
 MAX_SUITE_BYTES = 10 * 1024 * 1024
 MAX_QUESTION_PARAGRAPHS = 200
 RUN_STATUS = BenchmarkRun.Status
+RUN_TASK = "benchmarks.benchmark_run_execute"  # benchmarks.tasks
+RUN_QUEUE = "benchmarks"  # its embedded worker: benchmarks.worker (configured by apps.ready)
 
 
 def _setting(name: str, default: float) -> float:
@@ -176,25 +179,20 @@ def benchmark_run_create(
 
 
 def benchmark_run_dispatch(*, run_id: int) -> None:
-    """Hand a queued run to whoever executes runs here: Celery workers with ``REDIS_URL``,
-    else the server's embedded worker (never the request, never the event loop)."""
-    if settings.REDIS_URL:
-        from benchmarks.tasks import benchmark_run_execute
-
-        limit = BenchmarkRun.objects.filter(pk=run_id).values_list("time_limit_s", flat=True)
-        hard = (limit[0] if limit else 3600.0) + 120.0
-        try:
-            result = benchmark_run_execute.apply_async(args=[run_id], time_limit=hard)
-        except Exception:  # the broker is away: the stale-run check sends it again later
-            log.warning("benchmark run %s: could not reach the broker; it stays queued and "
-                        "is dispatched again by the next stale-run check", run_id, exc_info=True)
-            return
+    """Hand a queued run to whoever executes runs here (:mod:`agents.background`): Celery
+    workers with ``REDIS_URL``, else the server's embedded worker (never the request, never
+    the event loop)."""
+    limit = BenchmarkRun.objects.filter(pk=run_id).values_list("time_limit_s", flat=True)
+    hard = (limit[0] if limit else 3600.0) + 120.0
+    try:
+        task_id = background_dispatch(RUN_TASK, run_id, queue=RUN_QUEUE, time_limit=hard)
+    except Exception:  # the broker is away: the stale-run check sends it again later
+        log.warning("benchmark run %s: could not reach the broker; it stays queued and "
+                    "is dispatched again by the next stale-run check", run_id, exc_info=True)
+        return
+    if task_id:
         BenchmarkRun.objects.filter(pk=run_id, status=RUN_STATUS.QUEUED).update(
-            celery_task_id=result.id or "")
-    else:
-        from benchmarks import worker
-
-        worker.embedded_wake()
+            celery_task_id=task_id)
 
 
 @transaction.atomic

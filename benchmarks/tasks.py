@@ -10,11 +10,15 @@ from celery.signals import worker_ready
              reject_on_worker_lost=False, ignore_result=True)
 def benchmark_run_execute(run_id: int) -> str | None:
     """Run one benchmark run. A redelivered message finds the run claimed and does nothing;
-    a run whose worker died is recovered by the stale-run check, not by redelivery."""
+    a run whose worker died is recovered by the stale-run check, not by redelivery. Run in
+    this process (eagerly) it is the embedded worker's (agents.background)."""
     from benchmarks.executor import benchmark_run_execute as execute
+    from benchmarks.executor import worker_name
 
-    task_id = benchmark_run_execute.request.id or ""
-    return execute(run_id=run_id, task_id=task_id)
+    request = benchmark_run_execute.request
+    worker = worker_name() + (":embedded" if request.is_eager else "")
+    return execute(run_id=run_id, worker=worker,
+                   task_id="" if request.is_eager else (request.id or ""))
 
 
 @worker_ready.connect

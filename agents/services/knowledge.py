@@ -7,14 +7,13 @@ document's chunks; the feed hears of every stage (``kb_indexing``)."""
 from __future__ import annotations
 
 import logging
-import threading
 import uuid
 
-from django.conf import settings
-from django.db import close_old_connections, connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from agents import events, realtime
+from agents.background import background_dispatch
 from agents.documents import MAX_DOCUMENT_BYTES, chunk_text, document_kind, document_sections
 from agents.exceptions import InvalidRequest
 from agents.models import KnowledgeBase, KnowledgeChunk, KnowledgeDocument
@@ -22,6 +21,7 @@ from agents.models import KnowledgeBase, KnowledgeChunk, KnowledgeDocument
 log = logging.getLogger("gaia.knowledge")
 
 BATCH = 500  # chunks written per transaction (and per progress event)
+KNOWLEDGE_INDEX_TASK = "agents.knowledge_document_index"  # agents.tasks
 
 
 @transaction.atomic
@@ -68,25 +68,9 @@ def knowledge_base_reindex(*, knowledge_base: KnowledgeBase) -> int:
 
 
 def knowledge_document_index_schedule(*, document_id: int) -> None:
-    """Index in the background: the Celery task with Redis, else the embedded worker (a
-    thread of this process; Celery's eager mode would index inside the request)."""
-    if settings.REDIS_URL:
-        from agents.tasks import knowledge_document_index_task
-
-        knowledge_document_index_task.delay(document_id)
-        return
-    threading.Thread(target=_index_in_thread, args=(document_id,), daemon=True,
-                     name=f"gaia-kb-index-{document_id}").start()
-
-
-def _index_in_thread(document_id: int) -> None:
-    close_old_connections()
-    try:
-        knowledge_document_index(document_id=document_id)
-    except Exception:
-        log.exception("indexing document %s failed", document_id)
-    finally:
-        connection.close()
+    """Index in the background: a Celery worker with Redis, else the embedded worker
+    (agents.background; Celery's eager mode would index inside the request)."""
+    background_dispatch(KNOWLEDGE_INDEX_TASK, document_id)
 
 
 def knowledge_document_index(*, document_id: int) -> bool:
