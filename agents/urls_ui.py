@@ -14,8 +14,4 @@ urlpatterns = [
     path("agents/<path:slug>/", views.agent_detail, name="agent"),
     path("threads/", views.thread_list, name="threads"),
     path("threads/<str:thread_id>/", views.thread_detail, name="thread"),
-    path("runs/", views.run_list, name="runs"),
-    path("runs/new/", views.run_new, name="run_new"),
-    path("runs/compare/", views.run_compare, name="run_compare"),
-    path("runs/<int:run_id>/", views.run_detail, name="run"),
 ]

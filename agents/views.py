@@ -95,6 +95,8 @@ class ThreadFilterForm(forms.Form):
                                required=False)
     agent = forms.CharField(required=False, max_length=100)
     q = forms.CharField(required=False, max_length=200, label="search")
+    run = forms.IntegerField(required=False, min_value=1, label="benchmark run",
+                             widget=forms.HiddenInput)
 
 
 @staff_required
@@ -103,7 +105,7 @@ def thread_list(request: HttpRequest) -> HttpResponse:
     filters = form.cleaned_data if form.is_valid() else {}
     threads = selectors.thread_list(
         status=filters.get("status") or None, agent=filters.get("agent") or None,
-        q=filters.get("q") or None)
+        q=filters.get("q") or None, run=filters.get("run"))
     page = Paginator(threads, THREADS_PER_PAGE).get_page(request.GET.get("page"))
     query = request.GET.copy()
     query.pop("page", None)
@@ -132,32 +134,3 @@ def thread_detail(request: HttpRequest, thread_id: str) -> HttpResponse:
 
 def _thread_row(thread: Thread) -> dict[str, Any]:
     return selectors.thread_public_row(thread)
-
-
-# Benchmark runs: the pages are filled from /api/v1/benchmarks/ by static/gaia/runs.js.
-
-
-@staff_required
-def run_list(request: HttpRequest) -> HttpResponse:
-    return render(request, "ui/runs.html", {"page": "runs"})
-
-
-@staff_required
-def run_new(request: HttpRequest) -> HttpResponse:
-    return render(request, "ui/run_new.html", {
-        "page": "run_new",
-        "agents": Agent.objects.filter(enabled=True).order_by("slug").values_list(
-            "slug", flat=True),
-        "roles": ["search", "extract", "triple", "reason"],
-    })
-
-
-@staff_required
-def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
-    return render(request, "ui/run.html", {"page": "run", "run_id": run_id})
-
-
-@staff_required
-def run_compare(request: HttpRequest) -> HttpResponse:
-    return render(request, "ui/compare.html", {
-        "page": "compare", "runs": request.GET.get("runs", "")})

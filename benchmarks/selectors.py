@@ -11,6 +11,7 @@ from typing import Any
 from django.core.files.storage import default_storage
 from django.db.models import QuerySet
 
+from agents.models import Agent
 from agents.selectors import iso
 from benchmarks.models import BASELINE_LABEL, BenchmarkResult, BenchmarkRun, BenchmarkSuite
 
@@ -172,3 +173,8 @@ def runs_compare(*, runs: list[BenchmarkRun]) -> dict[str, Any]:
         "questions": questions,
         "differences": [q["question_index"] for q in questions if q["differs"]],
     }
+
+
+def agent_slugs_enabled() -> list[str]:
+    """The agents a run's roles may use (the submit form's choices)."""
+    return list(Agent.objects.filter(enabled=True).order_by("slug").values_list("slug", flat=True))

@@ -36,5 +36,6 @@ urlpatterns = [
     path("api/docs", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("api/redoc", SpectacularRedocView.as_view(url_name="api-schema"), name="api-redoc"),
     re_path(r"^api(/[\s\S]*)?$", ApiNotFoundApi.as_view()),  # [\s\S]: newlines too
+    path("runs/", include("benchmarks.urls_ui")),  # the benchmark pages
     path("", include("agents.urls_ui")),  # the operator pages; keep last
 ]

@@ -1,0 +1,131 @@
+/* What every operator page shares: DOM and HTTP helpers (the REST API with the session and its
+ * CSRF token), notices, the forms that call the API, and the hooks through which the pages of
+ * other apps (benchmarks/runs.js) join the live feed that ui.js starts.
+ * Everything from a model, an agent or a user is set with textContent: never as markup. */
+(function () {
+  "use strict";
+
+  var body = document.body;
+  var API = "/api/v1";
+
+  function h(tag, attrs) {
+    var node = document.createElement(tag);
+    if (attrs) {
+      for (var k in attrs) {
+        if (!Object.prototype.hasOwnProperty.call(attrs, k) || attrs[k] === null || attrs[k] === undefined || attrs[k] === false) continue;
+        if (k === "text") node.textContent = String(attrs[k]);
+        else if (k === "class") node.className = attrs[k];
+        else node.setAttribute(k, attrs[k] === true ? "" : String(attrs[k]));
+      }
+    }
+    for (var i = 2; i < arguments.length; i++) {
+      var child = arguments[i];
+      if (child === null || child === undefined || child === false) continue;
+      if (Array.isArray(child)) child.forEach(function (c) { if (c) node.appendChild(typeof c === "string" ? document.createTextNode(c) : c); });
+      else node.appendChild(typeof child === "string" || typeof child === "number" ? document.createTextNode(String(child)) : child);
+    }
+    return node;
+  }
+
+  function q(sel, root) { return (root || document).querySelector(sel); }
+  function qa(sel, root) { return Array.prototype.slice.call((root || document).querySelectorAll(sel)); }
+  function attrSel(name, value) { return "[" + name + '="' + CSS.escape(String(value)) + '"]'; }
+  function csrf() { var m = q('meta[name="csrf-token"]'); return m ? m.content : ""; }
+  function show(node, visible) { if (node) node.hidden = !visible; }
+  function orDash(v) { return v === null || v === undefined || v === "" ? "?" : String(v); }
+  function num(v) { return typeof v === "number" ? v : (v === null || v === undefined || v === "" ? null : Number(v)); }
+  function fixed(v, d) { v = num(v); return v === null || isNaN(v) ? "–" : v.toFixed(d === undefined ? 2 : d); }
+  function listOf(data, key) {
+    if (Array.isArray(data)) return data;
+    if (!data) return [];
+    return data.results || data[key] || data.items || data.data || [];
+  }
+
+  var noticeTimer = null;
+  function notice(text, bad) {
+    var n = q("#notice");
+    if (!n) return;
+    n.textContent = text;
+    n.className = "notice" + (bad ? " bad" : "");
+    n.hidden = false;
+    clearTimeout(noticeTimer);
+    noticeTimer = setTimeout(function () { n.hidden = true; }, bad ? 8000 : 3000);
+  }
+
+  function errorText(status, data) {
+    if (data && typeof data === "object") {
+      if (data.error) return typeof data.error === "string" ? data.error : (data.error.message || JSON.stringify(data.error));
+      if (data.detail) return String(data.detail);
+      if (data.message) return String(data.message);
+      var keys = Object.keys(data);
+      if (keys.length) return keys.map(function (k) { return k + ": " + [].concat(data[k]).join(" "); }).join("; ");
+    }
+    return "HTTP " + status;
+  }
+
+  function api(method, path, payload) {
+    var init = { method: method, credentials: "same-origin",
+                 headers: { "Accept": "application/json", "X-CSRFToken": csrf() } };
+    if (payload !== undefined) {
+      init.headers["Content-Type"] = "application/json";
+      init.body = JSON.stringify(payload);
+    }
+    return fetch(path.indexOf("/") === 0 ? path : API + "/" + path, init).then(function (r) {
+      return r.text().then(function (text) {
+        var data = null;
+        try { data = text ? JSON.parse(text) : null; } catch (e) { data = null; }
+        if (!r.ok) {
+          var err = new Error(errorText(r.status, data));
+          err.status = r.status; err.data = data;
+          throw err;
+        }
+        return data;
+      });
+    });
+  }
+
+  function fail(err) { notice(err.message || String(err), true); }
+
+  function badge(status, id) {
+    return h("span", { "class": "badge status-" + status, id: id, text: status });
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // Forms that call the API (they also work without JavaScript: DRF takes form posts)
+
+  function formJson(form) {
+    var kind = form.dataset.kind;
+    var data = new FormData(form);
+    if (kind === "inject") {
+      var out = { to: data.get("to"), payload: data.get("payload") };
+      if (data.get("thread_id")) out.thread_id = data.get("thread_id");
+      return out;
+    }
+    return {};
+  }
+
+  document.addEventListener("submit", function (e) {
+    var form = e.target;
+    if (!form.classList || !form.classList.contains("api-form")) return;
+    e.preventDefault();
+    var button = q("button[type=submit]", form);
+    if (button) button.disabled = true;
+    api("POST", form.getAttribute("action"), formJson(form)).then(function (data) {
+      var kind = form.dataset.kind;
+      if (kind === "inject") { q("textarea", form).value = ""; notice("Message stored; the agent is replying."); }
+      else if (kind === "kill") notice("Kill sent.");
+      else if (kind === "pause" || kind === "resume") notice("Agent " + kind + "d.");
+      else if (kind === "cancel") notice("Cancel sent.");
+      form.dispatchEvent(new CustomEvent("gaia:done", { detail: data, bubbles: true }));
+    }).catch(fail).then(function () { if (button) button.disabled = false; });
+  });
+
+  window.Gaia = {
+    API: API, PAGE: body.dataset.page, h: h, q: q, qa: qa, attrSel: attrSel, show: show,
+    orDash: orDash, num: num, fixed: fixed, listOf: listOf, notice: notice, api: api,
+    fail: fail, badge: badge,
+    // Pages of other apps: {attach(feed), resync() -> promise|null, live: bool}, called by
+    // ui.js before it starts the feed.
+    pages: []
+  };
+})();
