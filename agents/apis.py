@@ -36,7 +36,7 @@ from agents.authentication import (
     note,
 )
 from agents.models import ApiKey, Message, Thread
-from agents.rest import GaiaApi, JsonOnly, PaginationFilter
+from agents.rest import GaiaApi, JsonOnly, PaginationFilter, StrictSerializer
 
 log = logging.getLogger("gaia.api")
 
@@ -299,7 +299,7 @@ class InjectApi(OperatorApi):
     schema_errors = (404, 409, 503)
 
     @extend_schema_serializer(component_name="Inject")
-    class InputSerializer(serializers.Serializer):
+    class InputSerializer(StrictSerializer):
         to = serializers.CharField(max_length=100)
         payload = serializers.JSONField(help_text="A non-empty string, or an object (one with "
                                         "only a 'text' or 'content' string stands for it).")

@@ -382,6 +382,7 @@ def test_reload_renews_the_config_stamp(ops, echo_agent):
     ({"to": "echo", "payload": {"text": "  "}}, "invalid_payload", "payload"),
     ({"to": "echo", "payload": "   "}, "invalid_payload", "payload"),
     ({"to": "echo", "payload": "hi", "thread_id": "nope"}, "invalid", "thread_id"),
+    ({"to": "echo", "payload": "hi", "thred_id": "a typo"}, "invalid", "thred_id"),
 ])
 def test_inject_rejects_bad_input_naming_the_field(ops, echo_agent, body, code, param):
     assert_error(ops.post(f"{API}/inject", body, format="json"), 400, code, param)
