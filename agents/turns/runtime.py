@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +27,7 @@ from agents.database import run_db
 from agents.exceptions import Conflict, ContextTooLong, GaiaError, TurnInterrupted, TurnKilled
 from agents.turns import registry, requests
 from agents.turns.reply import KILLED_ERROR, Reply, outcome
-from agents.turns.spec import TurnSpec
+from agents.turns.spec import TurnSpec, events_to_end
 
 log = logging.getLogger("gaia.turns")
 prompt_log = logging.getLogger("gaia.prompts")
@@ -397,23 +398,10 @@ class Turn:
                 thread_id=self._registered, agent=self.agent.slug,
                 response_id=self.spec.response_id, **delta))
 
-    async def events(self, first: Any, keepalive: float) -> Any:
-        """Yield ``first`` then every later event (and ``KEEPALIVE`` markers) to the end.
-
-        Records the outcome whatever happens: normal end, backend error (re-raised for the
-        dialect to render in-band), or cancellation (client gone; re-raised).
-        """
-        error: BaseException | None = None
-        try:
-            event = first
-            while event is not None:
-                yield event
-                event = await self._next(keepalive)
-        except BaseException as exc:
-            error = exc
-            raise
-        finally:
-            await self._shielded_close(error)
+    def events(self, first: Any, keepalive: float) -> AsyncIterator[Any]:
+        """``first`` then every later event (and ``KEEPALIVE`` markers) to the end; the
+        outcome is recorded whatever happens."""
+        return events_to_end(first, self._next, keepalive, self._shielded_close)
 
     async def collect(self, first: Any) -> services.TurnResult:
         """Run the turn to its end without streaming (JSON replies)."""

@@ -4,7 +4,7 @@ team's :class:`agents.turns.teams.TeamTurn`)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -32,6 +32,25 @@ class TurnSpec:
     # says so (``X-Gaia-Routed-To``).
     route: dict[str, Any] | None = None
     run_id: int | None = None  # the benchmark run this turn works for (a new thread's mark)
+
+
+async def events_to_end(first: Any, following: Callable[[float], Awaitable[Any]],
+                        keepalive: float, finish: Callable[[BaseException | None], Awaitable[None]]
+                        ) -> AsyncIterator[Any]:
+    """A turn's events: ``first``, then ``following(keepalive)`` until it gives ``None``;
+    ``finish(error)`` records the outcome whatever happens (normal end, an error re-raised for
+    the dialect to render in-band, a cancellation: the client is gone)."""
+    error: BaseException | None = None
+    try:
+        event = first
+        while event is not None:
+            yield event
+            event = await following(keepalive)
+    except BaseException as exc:
+        error = exc
+        raise
+    finally:
+        await finish(error)
 
 
 class TurnLike(Protocol):

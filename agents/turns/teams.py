@@ -32,6 +32,7 @@ import dataclasses
 import json
 import re
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 from agents import bm25, events, llm, realtime, services
@@ -43,6 +44,7 @@ from agents.turns.auto import parse_choice
 from agents.turns.catalogue import LoadedTeam
 from agents.turns.requests import Call, agent_call, agent_request, with_knowledge
 from agents.turns.runtime import KEEPALIVE, KILLED_ERROR, Turn, TurnSpec
+from agents.turns.spec import events_to_end
 
 ROUTE_TOOL = "hand_to"
 _END = object()
@@ -171,18 +173,8 @@ class TeamTurn:
             await self._finish(exc)
             raise
 
-    async def events(self, first: Any, keepalive: float) -> Any:
-        error: BaseException | None = None
-        try:
-            event = first
-            while event is not None:
-                yield event
-                event = await self._next(keepalive)
-        except BaseException as exc:
-            error = exc
-            raise
-        finally:
-            await self._finish(error)
+    def events(self, first: Any, keepalive: float) -> AsyncIterator[Any]:
+        return events_to_end(first, self._next, keepalive, self._finish)
 
     async def collect(self, first: Any) -> services.TurnResult:
         """The answer without streaming; its ``reasoning`` holds the team's inner work (what

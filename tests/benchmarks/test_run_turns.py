@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,6 +19,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
 from tests.benchmarks.processes import start_worker
+from tests.operator.test_live import wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 MODES = ["embedded", pytest.param("celery", marks=pytest.mark.skipif(
@@ -65,16 +65,6 @@ class Feed(threading.Thread):
                     return
                 self.ready.set()  # "connected": the snapshot came first
                 self.events.append(event)
-
-
-def wait_for(check: Any, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_a_runs_agent_calls_are_turns_threads_of_the_run_and_a_kill_fails_one_question(
