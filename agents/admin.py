@@ -16,11 +16,15 @@ from django.utils.html import format_html
 from agents import services, turns
 from agents.documents import document_kind
 from agents.models import (
+    SECRET_MASK,
     Agent,
     AgentFallback,
     ApiKey,
+    Approval,
     KnowledgeBase,
     KnowledgeDocument,
+    McpServer,
+    Memory,
     Message,
     Provider,
     RoutingPolicy,
@@ -115,17 +119,20 @@ class AgentFallbackInline(admin.TabularInline):
 class AgentAdmin(admin.ModelAdmin):
     inlines = [AgentFallbackInline]
     filter_horizontal = ["knowledge_bases"]
-    list_display = ["slug", "display_name", "provider", "model_name", "tool", "enabled", "listed",
+    list_display = ["slug", "display_name", "provider", "model_name", "enabled", "listed",
                     "paused", "updated_at"]
-    list_filter = ["enabled", "listed", "paused", "provider", "provider__kind", "tool"]
+    list_filter = ["enabled", "listed", "paused", "provider", "provider__kind", "memory"]
     search_fields = ["slug", "display_name", "description", "instructions"]
     actions = [enable_agents, disable_agents]
     readonly_fields = ["models_preview", "created_at", "updated_at"]
     fieldsets = [
         (None, {"fields": ["slug", "display_name", "description", "enabled", "listed",
                            "paused"]}),
-        ("Behaviour", {"fields": ["instructions", "provider", "upstream_model", "tool",
+        ("Behaviour", {"fields": ["instructions", "provider", "upstream_model",
                                   "knowledge_bases"]}),
+        ("Tools and memory", {"fields": ["tools", "memory", "max_steps", "tool_budget_seconds",
+                                         "max_turn_seconds", "require_approval",
+                                         "approval_timeout_seconds"]}),
         ("Generation", {"fields": ["temperature", "top_p", "max_input_tokens",
                                    "max_output_tokens", "context_overflow"]}),
         ("As clients see it", {"fields": ["models_preview", "created_at", "updated_at"]}),
@@ -351,3 +358,58 @@ class ThreadAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return request.method in ("GET", "HEAD") and super().has_view_permission(request, obj)
+
+
+class McpServerForm(forms.ModelForm):
+    """Values of ``env`` and ``headers`` are write-only, as a provider's header values are."""
+
+    class Meta:
+        model = McpServer
+        fields = ["name", "command", "args", "env", "url", "headers", "headers_env",
+                  "allowed_tools", "require_approval", "timeout_seconds", "enabled"]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for name in ("env", "headers"):
+            if self.instance.pk:
+                self.initial[name] = dict.fromkeys(getattr(self.instance, name) or {},
+                                                   SECRET_MASK)
+            self.fields[name].help_text += (" Write-only: shown as [hidden], and [hidden] keeps "
+                                            "the stored value; 'env:NAME' reads variable NAME.")
+
+    def save(self, commit: bool = True) -> McpServer:
+        server = super().save(commit=False)
+        stored = McpServer.objects.get(pk=self.instance.pk) if self.instance.pk else None
+        for name in ("env", "headers"):
+            kept = getattr(stored, name) if stored is not None else {}
+            setattr(server, name, {k: kept.get(k, "") if v == SECRET_MASK else v
+                                   for k, v in (getattr(server, name) or {}).items()})
+        if commit:
+            server.save()
+        return server
+
+
+@admin.register(McpServer)
+class McpServerAdmin(admin.ModelAdmin):
+    form = McpServerForm
+    list_display = ["name", "transport", "command", "url", "require_approval", "enabled"]
+    list_filter = ["enabled"]
+    search_fields = ["name", "command", "url"]
+
+
+@admin.register(Memory)
+class MemoryAdmin(admin.ModelAdmin):
+    list_display = ["agent", "scope", "text", "created_at"]
+    list_filter = ["agent"]
+    search_fields = ["text", "scope"]
+    raw_id_fields = ["thread"]
+
+
+@admin.register(Approval)
+class ApprovalAdmin(admin.ModelAdmin):
+    list_display = ["tool", "agent", "status", "decided_by", "created_at", "decided_at"]
+    list_filter = ["status", "agent"]
+    readonly_fields = [f.name for f in Approval._meta.fields]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False

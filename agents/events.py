@@ -38,6 +38,17 @@ realtime.event_types_declare({
     # an agent's provider failed before its first token and the next one takes over
     "provider_fallback": ("agent", "thread_id", "response_id", "failed_provider",
                           "next_provider", "error"),
+    # a call of one of an agent's own tools starts, and ends (status: completed, failed)
+    "tool_call": ("agent", "thread_id", "response_id", "call_id", "tool", "server",
+                  "arguments"),
+    "tool_result": ("agent", "thread_id", "response_id", "call_id", "tool", "server", "status",
+                    "output", "duration_ms"),
+    # a tool call waits for an operator's decision, and gets it (decision: approved, denied,
+    # expired: nobody decided in time)
+    "approval_requested": ("approval_id", "agent", "thread_id", "tool", "server", "arguments",
+                           "expires_at"),
+    "approval_decided": ("approval_id", "agent", "thread_id", "tool", "decision", "decided_by",
+                         "reason"),
 })
 
 
@@ -132,3 +143,38 @@ def kb_indexing(document: Any, *, status: str, progress: float, error: str = ""
         "kb_indexing", knowledge_base=document.knowledge_base.slug, document=document.name,
         document_id=document.pk, status=status, progress=round(progress, 3),
         chunks=document.chunk_count, error=error or None)
+
+
+# -- tools and approvals --------------------------------------------------------------------
+
+
+def tool_call(*, agent: str, thread_id: Any, response_id: str, activity: Any) -> dict[str, Any]:
+    """An agent's own tool call starts (``activity``: an :class:`agents.llm.ToolActivity`)."""
+    return realtime.event("tool_call", agent=agent, thread_id=str(thread_id) if thread_id
+                          else None, response_id=response_id, call_id=activity.call_id,
+                          tool=activity.name, server=activity.server,
+                          arguments=activity.arguments[:4000])
+
+
+def tool_result(*, agent: str, thread_id: Any, response_id: str, activity: Any
+                ) -> dict[str, Any]:
+    """An agent's own tool call ended (``activity.status``: completed or failed)."""
+    return realtime.event("tool_result", agent=agent, thread_id=str(thread_id) if thread_id
+                          else None, response_id=response_id, call_id=activity.call_id,
+                          tool=activity.name, server=activity.server, status=activity.status,
+                          output=activity.output[:4000], duration_ms=activity.duration_ms)
+
+
+def approval_requested(approval: Any) -> dict[str, Any]:
+    return realtime.event("approval_requested", approval_id=str(approval.pk),
+                          agent=approval.agent.slug, thread_id=str(approval.thread_id),
+                          tool=approval.tool, server=approval.server,
+                          arguments=approval.arguments[:4000],
+                          expires_at=selectors.iso(approval.expires_at))
+
+
+def approval_decided(approval: Any) -> dict[str, Any]:
+    return realtime.event("approval_decided", approval_id=str(approval.pk),
+                          agent=approval.agent.slug, thread_id=str(approval.thread_id),
+                          tool=approval.tool, decision=approval.status,
+                          decided_by=approval.decided_by or None, reason=approval.reason or None)

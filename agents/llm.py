@@ -210,7 +210,47 @@ class Finish:
     reason: FinishReason
 
 
-Event = TextDelta | ReasoningDelta | ToolCallDelta | Usage | Finish
+@dataclass(frozen=True, slots=True)
+class ToolActivity:
+    """A call of one of the agent's own tools, which Gaia runs (not the client's): ``running``
+    when it starts (``waiting`` while it waits for an operator's approval), then
+    ``completed`` or ``failed`` with its ``output``. Backends never yield it; the agent loop
+    (agents.turns.loop) does, and each dialect shows it its own way."""
+
+    call_id: str
+    name: str  # as the model sees it
+    server: str  # the MCP server's name, "gaia" for a built-in, "agents" for another agent
+    tool: str  # its own name on that server
+    arguments: str
+    status: Literal["running", "waiting", "completed", "failed"]
+    output: str = ""
+    duration_ms: int | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.status in ("completed", "failed")
+
+    def summary(self) -> str:
+        """One line for a reasoning channel."""
+        if self.status == "running":
+            return f"[{self.name}] {self.arguments}\n"
+        if self.status == "waiting":
+            return f"[{self.name}] waiting for an operator's approval\n"
+        took = f", {self.duration_ms} ms" if self.duration_ms is not None else ""
+        text = self.output if len(self.output) <= 2000 else self.output[:2000] + "…"
+        verdict = "failed" if self.status == "failed" else "done"
+        return f"[{self.name} {verdict}{took}] {text}\n"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolsListed:
+    """The tools an MCP server offers the agent (the Responses API's ``mcp_list_tools``)."""
+
+    server: str
+    tools: tuple[dict[str, Any], ...]
+
+
+Event = TextDelta | ReasoningDelta | ToolCallDelta | Usage | Finish | ToolActivity | ToolsListed
 
 
 class Backend(Protocol):

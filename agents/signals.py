@@ -10,6 +10,7 @@ from agents.models import (
     Agent,
     AgentFallback,
     ApiKey,
+    McpServer,
     Provider,
     RoutingPolicy,
     Team,
@@ -26,7 +27,8 @@ def _changed(sender: Any, **kwargs: Any) -> None:
 
 
 def connect() -> None:
-    for model in (Agent, AgentFallback, ApiKey, Provider, RoutingPolicy, Team, TeamMember):
+    for model in (Agent, AgentFallback, ApiKey, McpServer, Provider, RoutingPolicy, Team,
+                  TeamMember):
         post_save.connect(_changed, sender=model, dispatch_uid=f"config-{model.__name__}-save")
         post_delete.connect(_changed, sender=model, dispatch_uid=f"config-{model.__name__}-del")
     m2m_changed.connect(_changed, sender=ApiKey.agents.through, dispatch_uid="config-key-agents")

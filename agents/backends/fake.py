@@ -16,6 +16,11 @@ Options (``Provider.options``):
 * ``usage: false``: report no usage, as some upstreams do (Gaia then estimates).
 * ``tool_result_reply: true``: after a tool result, answer ``Tool said: <its text>`` (so a
   client's tool round trip shows that the output it sent reached the provider).
+* ``script``: the steps of an agent that uses tools, ``[{"tool_calls": [{"name": ...,
+  "arguments": {...}}, ...]}, ..., {"reply": "... {results} ..."}]``: step N answers the
+  request that holds N rounds of tool calls after the last user message (past the end: the
+  last step); ``{results}`` stands for the tool results of the latest round, ``; ``-joined.
+  Calls of tools the request does not offer are left out.
 
 Tokens are whitespace-delimited words (each keeps its leading space), so usage counts are
 exact for this backend, not estimates.
@@ -103,6 +108,12 @@ class FakeBackend:
         if reasoning:
             yield ReasoningDelta(str(reasoning))
 
+        script = opts.get("script")
+        if script:
+            async for event in self._scripted(request, script, input_tokens, delay):
+                yield event
+            return
+
         tool = opts.get("tool_call")
         last = request.messages[-1] if request.messages else None
         offered = {t.name for t in request.tools}
@@ -138,6 +149,34 @@ class FakeBackend:
         if opts.get("usage", True):
             yield Usage(input_tokens, len(tokens))
         yield Finish(finish)  # type: ignore[arg-type]
+
+    async def _scripted(self, request: LLMRequest, script: list[dict[str, Any]],
+                        input_tokens: int, delay: float) -> AsyncIterator[Event]:
+        since = next((i for i in range(len(request.messages) - 1, -1, -1)
+                      if request.messages[i].role == "user"), -1)
+        after = request.messages[since + 1:]
+        rounds = sum(1 for m in after if m.role == "assistant" and m.tool_calls)
+        step = script[min(rounds, len(script) - 1)]
+        offered = {t.name for t in request.tools}
+        calls = [c for c in step.get("tool_calls") or () if c.get("name") in offered]
+        if calls and request.tool_choice.mode != "none":
+            for i, call in enumerate(calls):
+                arguments = json.dumps(call.get("arguments", {}))
+                yield ToolCallDelta(index=i, id=f"call_fake_{rounds}_{i}", name=call["name"],
+                                    arguments=arguments)
+            yield Usage(input_tokens, sum(len(tokenize(json.dumps(c))) for c in calls))
+            yield Finish("tool_calls")
+            return
+        last_call = max((i for i, m in enumerate(after) if m.tool_calls), default=-1)
+        results = [m.text for m in after[last_call + 1:] if m.role == "tool"]
+        text = str(step.get("reply", "")).replace("{results}", "; ".join(results))
+        tokens = tokenize(text)
+        for i, token in enumerate(tokens):
+            if i and delay:
+                await asyncio.sleep(delay)
+            yield TextDelta(token)
+        yield Usage(input_tokens, len(tokens))
+        yield Finish("stop")
 
     def _error(self) -> BackendError:
         status = int(self.options.get("fail_status", 502))

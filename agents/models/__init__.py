@@ -1,19 +1,22 @@
 """Agents, the providers they run on, API keys, the threads clients hold with them, knowledge
-bases: one module per entity, every model importable from ``agents.models``."""
+bases, memories: one module per entity, every model importable from ``agents.models``."""
 
 from __future__ import annotations
 
 from agents.models.agents import (
+    APPROVAL_HELP,
+    BUILTIN_TOOLS,
     SECRET_MASK,
     SLUG_VALIDATOR,
     Agent,
     AgentFallback,
-    AgentTool,
     ConfigStamp,
+    McpServer,
     Provider,
     RoutingPolicy,
     Team,
     TeamMember,
+    approval_rule_valid,
     options_masked,
     options_unmasked,
 )
@@ -25,20 +28,28 @@ from agents.models.knowledge import (
     KnowledgeChunk,
     KnowledgeDocument,
 )
+from agents.models.memory import (
+    Memory,
+)
 from agents.models.threads import (
+    Approval,
     Message,
     Thread,
 )
 
 __all__ = [
+    "APPROVAL_HELP",
     "Agent",
     "AgentFallback",
-    "AgentTool",
     "ApiKey",
+    "Approval",
+    "BUILTIN_TOOLS",
     "ConfigStamp",
     "KnowledgeBase",
     "KnowledgeChunk",
     "KnowledgeDocument",
+    "McpServer",
+    "Memory",
     "Message",
     "Provider",
     "RoutingPolicy",
@@ -47,6 +58,7 @@ __all__ = [
     "Team",
     "TeamMember",
     "Thread",
+    "approval_rule_valid",
     "options_masked",
     "options_unmasked",
 ]

@@ -95,12 +95,22 @@ def options_unmasked(new: dict | None, stored: dict | None) -> dict:
     return new
 
 
-class AgentTool(models.TextChoices):
-    NONE = "", "No tool"
-    SEARCH = "search", "search (BM25 over the context)"
-    EXTRACT = "extract", "extract (supporting sentences)"
-    TRIPLE = "triple", "triple (subject-relation-object)"
-    REASON = "reason", "reason (final answer)"
+# The built-in tools an agent's ``tools`` may name (agents.tools.builtins runs them).
+BUILTIN_TOOLS = ("calculator", "current_time", "knowledge_search", "remember", "recall")
+
+APPROVAL_HELP = ('"never", "always", or a list of tool names (as the model sees them) that '
+                 "wait for an operator's decision.")
+
+
+def never() -> str:
+    """The default of ``require_approval`` (a callable: Django's rule for JSON defaults)."""
+    return "never"
+
+
+def approval_rule_valid(value: object) -> bool:
+    """Whether ``value`` is a ``require_approval`` setting: never, always, or tool names."""
+    return value in ("never", "always") or (
+        isinstance(value, list) and all(isinstance(v, str) and v for v in value))
 
 
 class Agent(models.Model):
@@ -114,7 +124,32 @@ class Agent(models.Model):
     upstream_model = models.CharField(
         max_length=200, blank=True, help_text="Blank: the provider's default model."
     )
-    tool = models.CharField(max_length=20, choices=AgentTool.choices, blank=True, default="")
+    # What the agent can do besides answering (agents.tools): built-in tools by name
+    # ("calculator", "current_time", "knowledge_search", "remember", "recall"), an MCP server's
+    # tools ("mcp:<server>") and other agents ("agent:<slug>").
+    tools = models.JSONField(
+        default=list, blank=True,
+        help_text='Tools the agent runs itself: built-ins ("calculator", "current_time", '
+        '"knowledge_search", "remember", "recall"), "mcp:<server>", "agent:<slug>".',
+    )
+    memory = models.CharField(
+        max_length=20, default="off",
+        choices=[("off", "off"), ("per_key", "per API key"), ("per_user", "per end user")],
+        help_text="Facts the agent remembers (its remember tool) and is given before each turn: "
+        "kept per API key, or per end user (the request's user field or session header).",
+    )
+    max_steps = models.PositiveSmallIntegerField(
+        default=8, help_text="Rounds of tool calls a turn may make before it must answer.")
+    tool_budget_seconds = models.FloatField(
+        default=300.0, validators=[MinValueValidator(0.1)],
+        help_text="Time a turn's tool calls may take together.")
+    max_turn_seconds = models.FloatField(
+        default=900.0, validators=[MinValueValidator(1.0)],
+        help_text="Wall time of a turn that runs tools (its last answer ends then).")
+    require_approval = models.JSONField(default=never, blank=True, help_text=APPROVAL_HELP)
+    approval_timeout_seconds = models.FloatField(
+        default=300.0, validators=[MinValueValidator(1.0)],
+        help_text="A tool call waiting for approval longer than this is denied.")
     temperature = models.FloatField(null=True, blank=True)
     top_p = models.FloatField(null=True, blank=True)
     max_input_tokens = models.PositiveIntegerField(default=8192)
@@ -157,6 +192,15 @@ class Agent(models.Model):
     @property
     def model_name(self) -> str:
         return self.upstream_model or self.provider.default_model
+
+    def clean(self) -> None:
+        from django.core.exceptions import ValidationError
+
+        if not isinstance(self.tools, list) or not all(isinstance(t, str) and t
+                                                       for t in self.tools):
+            raise ValidationError({"tools": "A list of tool names."})
+        if not approval_rule_valid(self.require_approval):
+            raise ValidationError({"require_approval": APPROVAL_HELP})
 
 
 class AgentFallback(models.Model):
@@ -267,3 +311,59 @@ class ConfigStamp(models.Model):
 
     def __str__(self) -> str:
         return self.version
+
+
+class McpServer(models.Model):
+    """An MCP server whose tools agents may run (``mcp:<name>`` in an agent's tools): a
+    command started over stdio, or a streamable HTTP URL. Values of ``env`` and ``headers``
+    are write-only (``env:NAME`` reads an environment variable instead)."""
+
+    name = models.SlugField(max_length=64, unique=True,
+                            help_text="The model sees its tools as mcp__<name>__<tool>.")
+    command = models.CharField(max_length=500, blank=True,
+                               help_text="stdio: the program to start (on PATH or a path).")
+    args = models.JSONField(default=list, blank=True)
+    env = models.JSONField(default=dict, blank=True,
+                           help_text="stdio: extra environment (values are write-only).")
+    url = models.URLField(max_length=500, blank=True,
+                          help_text="Streamable HTTP: the server's MCP endpoint.")
+    headers = models.JSONField(default=dict, blank=True,
+                               help_text="HTTP: extra headers (values are write-only).")
+    headers_env = models.JSONField(default=dict, blank=True,
+                                   help_text="HTTP: header name -> environment variable.")
+    allowed_tools = models.JSONField(default=list, blank=True,
+                                     help_text="The server's tools agents may use; none: all.")
+    require_approval = models.JSONField(default=never, blank=True, help_text=APPROVAL_HELP)
+    timeout_seconds = models.FloatField(default=60.0, validators=[MinValueValidator(0.1)],
+                                        help_text="Per call.")
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name = "MCP server"
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def transport(self) -> str:
+        return "stdio" if self.command else "http"
+
+    def clean(self) -> None:
+        from django.core.exceptions import ValidationError
+
+        if bool(self.command) == bool(self.url):
+            raise ValidationError("Give a command (stdio) or a url (streamable HTTP), not both.")
+        for name in ("args", "allowed_tools"):
+            value = getattr(self, name)
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise ValidationError({name: "A list of strings."})
+        for name in ("env", "headers", "headers_env"):
+            value = getattr(self, name)
+            if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str)
+                                                      for k, v in value.items()):
+                raise ValidationError({name: "A mapping of strings to strings."})
+        if not approval_rule_valid(self.require_approval):
+            raise ValidationError({"require_approval": APPROVAL_HELP})

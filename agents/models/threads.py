@@ -17,6 +17,7 @@ class Thread(models.Model):
         COMPLETED = "completed"
         ERROR = "error"
         KILLED = "killed"
+        WAITING = "waiting"  # a turn's tool call waits for an operator's approval
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="threads")
@@ -54,6 +55,12 @@ class Thread(models.Model):
     run_id = models.PositiveIntegerField(
         null=True, blank=True, db_index=True,
         help_text="The benchmark run this thread's turns were for, if any.",
+    )
+    # A thread another agent's turn started (it delegated through its agent:<slug> tool): the
+    # call's message in the parent thread.
+    parent_message = models.ForeignKey(
+        "Message", null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="child_threads",
     )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -110,8 +117,8 @@ class Message(models.Model):
     sender = models.CharField(max_length=100, blank=True)
     recipient = models.CharField(max_length=100, blank=True)
     internal = models.BooleanField(
-        default=False, help_text="A team's inner work (leader and members), not part of the "
-        "conversation the client holds.",
+        default=False, help_text="An agent's own work (a team's inner messages, the tool calls "
+        "it ran itself), not part of the conversation the client holds.",
     )
     passages = models.JSONField(
         null=True, blank=True, help_text="Knowledge-base passages given to the model for "
@@ -154,3 +161,40 @@ class Message(models.Model):
                         for c in message.tool_calls] or None,
             tool_call_id=message.tool_call_id or "", dialect=dialect,
         )
+
+
+class Approval(models.Model):
+    """A tool call that waits for an operator's decision (an MCP server's or the agent's
+    ``require_approval``), or, for a Responses client's own MCP tool, for the client's
+    ``mcp_approval_response``. Undecided past ``expires_at`` it is denied."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        APPROVED = "approved"
+        DENIED = "denied"
+        EXPIRED = "expired"  # nobody decided in time: a denial
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="approvals")
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="+")
+    response_id = models.CharField(max_length=100, blank=True)
+    call_id = models.CharField(max_length=200, blank=True)
+    tool = models.CharField(max_length=200, help_text="The tool as the model sees it.")
+    server = models.CharField(max_length=200, blank=True,
+                              help_text="Its MCP server's name (or gaia, agents).")
+    arguments = models.TextField(blank=True)
+    # client: a Responses client's own MCP tool, decided by the client itself.
+    decided_by_client = models.BooleanField(default=False)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.PENDING)
+    decided_by = models.CharField(max_length=300, blank=True)
+    reason = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    decided_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["status", "-created_at"], name="approval_status_recent")]
+
+    def __str__(self) -> str:
+        return f"{self.tool} ({self.status})"

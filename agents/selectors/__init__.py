@@ -39,6 +39,12 @@ from agents.selectors.knowledge import (
     knowledge_retrieve,
     passages_prompt,
 )
+from agents.selectors.memory import (
+    MAX_SCOPE_FACTS,
+    memory_list,
+    memory_public,
+    memory_recall,
+)
 from agents.selectors.threads import (
     client_label,
     iso,
@@ -56,6 +62,7 @@ from agents.selectors.threads import (
 
 __all__ = [
     "INJECT_PAYLOAD_SCHEMA",
+    "MAX_SCOPE_FACTS",
     "REDACTED",
     "access_cache",
     "access_cache_current",
@@ -76,6 +83,9 @@ __all__ = [
     "health_report",
     "iso",
     "knowledge_retrieve",
+    "memory_list",
+    "memory_public",
+    "memory_recall",
     "message_list",
     "message_public",
     "message_public_row",

@@ -72,7 +72,13 @@ def agent_config(agent: Agent, *, provider: bool = True) -> dict[str, Any]:
         "provider": agent.provider.name,
         "upstream_model": agent.upstream_model or None,
         "model": agent.model_name,
-        "tool": agent.tool or None,
+        "tools": list(agent.tools or []),
+        "memory": agent.memory,
+        "max_steps": agent.max_steps,
+        "tool_budget_seconds": agent.tool_budget_seconds,
+        "max_turn_seconds": agent.max_turn_seconds,
+        "require_approval": agent.require_approval,
+        "approval_timeout_seconds": agent.approval_timeout_seconds,
         "temperature": agent.temperature,
         "top_p": agent.top_p,
         "max_input_tokens": agent.max_input_tokens,
@@ -98,29 +104,19 @@ def organism_config() -> dict[str, Any]:
     }
 
 
-# What the mesh tools read and write (mesh/tools.py: ToolInput, TOOL_TAGS, PIPELINE).
-_TOOL_UPSTREAM = {"search": [], "extract": ["search_docs"], "triple": ["sentences"],
-                  "reason": ["sentences", "triples"]}
-_TOOL_OUTPUT = {"search": "search_docs", "extract": "sentences", "triple": "triples",
-                "reason": "final_answer"}
-
 INJECT_PAYLOAD_SCHEMA: dict[str, Any] = {
-    "description": "POST /api/v1/inject's payload: the text of a user message, as a string or "
-                   "as an object whose 'text' (or else 'content') is that string.",
-    "oneOf": [
-        {"type": "string", "minLength": 1},
-        {"type": "object", "properties": {"text": {"type": "string", "minLength": 1}},
-         "required": ["text"]},
-        {"type": "object", "properties": {"content": {"type": "string", "minLength": 1}},
-         "required": ["content"]},
-    ],
+    "description": "POST /api/v1/inject's payload (agents.turns.inject): a non-empty string, or "
+                   "an object; one whose only field is a 'text' (or 'content') string stands "
+                   "for that string, any other is sent as its JSON.",
+    "anyOf": [{"type": "string", "minLength": 1, "pattern": "\\S"},
+              {"type": "object", "minProperties": 1}],
 }
 
 
 def agent_schema(agent: Agent) -> dict[str, Any]:
     """The JSON Schema (2020-12) of what ``agent`` accepts: a chat request (the OpenAI Chat
-    Completions body as Gaia reads it), an operator inject payload, and, for a mesh tool
-    agent, its tool's input."""
+    Completions body as Gaia reads it) and an operator inject payload; ``x-gaia-tools`` names
+    the tools the agent runs itself."""
     text_part = {"type": "object", "properties": {"type": {"const": "text"},
                                                    "text": {"type": "string"}},
                  "required": ["type", "text"]}
@@ -165,27 +161,6 @@ def agent_schema(agent: Agent) -> dict[str, Any]:
     defs: dict[str, Any] = {"chat": chat, "inject": INJECT_PAYLOAD_SCHEMA}
     choices = [{"$ref": "#/$defs/chat"}, {"$ref": "#/$defs/inject"}]
     described = "a chat request (#/$defs/chat) or an operator inject payload (#/$defs/inject)"
-    if agent.tool:
-        upstream = _TOOL_UPSTREAM.get(agent.tool, [])
-        defs["tool"] = {
-            "type": "object",
-            "description": f"The mesh tool '{agent.tool}' (benchmarks): its input, a question "
-                           "with its paragraphs and the outputs of earlier pipeline tools by "
-                           f"tag; it answers under the tag '{_TOOL_OUTPUT.get(agent.tool)}'.",
-            "properties": {
-                "question": {"type": "string", "minLength": 1},
-                "paragraphs": {"type": "array", "items": {
-                    "type": "object",
-                    "properties": {"title": {"type": "string"},
-                                   "sentences": {"type": "array", "items": {"type": "string"}}},
-                    "required": ["title", "sentences"]}},
-                "upstream": {"type": "object",
-                             "properties": {tag: {"type": "object"} for tag in upstream}},
-            },
-            "required": ["question", "paragraphs"],
-        }
-        choices.append({"$ref": "#/$defs/tool"})
-        described += f", or the input of its mesh tool '{agent.tool}' (#/$defs/tool)"
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": f"urn:gaia:agent:{agent.slug}:input",
@@ -194,4 +169,5 @@ def agent_schema(agent: Agent) -> dict[str, Any]:
                        "Gaia reads; the real contract is the OpenAI Chat Completions API.",
         "$defs": defs,
         "anyOf": choices,
+        "x-gaia-tools": list(agent.tools or []),
     }

@@ -12,6 +12,7 @@ from django.db import transaction
 from agents import events, realtime
 from agents.exceptions import InvalidRequest
 from agents.models import Agent, ConfigStamp, Provider, options_unmasked
+from agents.services.tools import agent_tools_check, mcp_servers_export, mcp_servers_import
 
 
 def config_changed(*, reason: str = "edited") -> None:
@@ -26,9 +27,11 @@ def config_changed(*, reason: str = "edited") -> None:
 
 PROVIDER_FIELDS = ("kind", "base_url", "api_key_env", "default_model", "timeout_seconds",
                    "max_concurrency", "options")
-AGENT_FIELDS = ("display_name", "description", "instructions", "upstream_model", "tool",
+AGENT_FIELDS = ("display_name", "description", "instructions", "upstream_model",
                 "temperature", "top_p", "max_input_tokens", "max_output_tokens", "enabled",
-                "listed", "context_overflow")
+                "listed", "context_overflow", "tools", "memory", "max_steps",
+                "tool_budget_seconds", "max_turn_seconds", "require_approval",
+                "approval_timeout_seconds")
 
 
 @dataclass
@@ -72,10 +75,21 @@ def agents_import(*, data: dict[str, Any], create_only: bool = False) -> ImportR
         providers[name] = provider
     for i, entry in enumerate(data.get("knowledge_bases") or []):
         _knowledge_base_import(i, entry, report, create_only=create_only)
+    if "mcp_servers" in data:
+        for labels, got in zip((report.created, report.updated, report.unchanged),
+                               mcp_servers_import(data["mcp_servers"], create_only=create_only),
+                               strict=True):
+            labels.extend(got)
+    imported: list[tuple[int, Agent]] = []
     for i, entry in enumerate(data.get("agents") or []):
         if not isinstance(entry, dict) or not entry.get("slug"):
             raise InvalidRequest(f"agents[{i}] needs a slug.")
         slug = entry["slug"]
+        if entry.get("tool"):  # an export from before tools: say what replaced it
+            raise InvalidRequest(
+                f"agents[{i}] ({slug}): 'tool' is gone (it had no effect on /v1; a benchmark "
+                "run picks its agents per role): give the agent 'tools' instead.")
+        entry = {k: v for k, v in entry.items() if k != "tool"}
         unknown = set(entry) - {"slug", "provider", "fallback_providers", "knowledge_bases",
                                 *AGENT_FIELDS}
         if unknown:
@@ -96,12 +110,15 @@ def agents_import(*, data: dict[str, Any], create_only: bool = False) -> ImportR
             raise InvalidRequest(f"agents[{i}] ({slug}) needs a provider.")
         values.setdefault("display_name", agent.display_name or slug)
         _apply(agent, values, f"agent {slug}", report, label=f"agent:{slug}")
+        imported.append((i, agent))
         if "fallback_providers" in entry:
             _agent_fallbacks_set(agent, entry["fallback_providers"], providers,
                                  f"agents[{i}] ({slug})", report)
         if "knowledge_bases" in entry:
             _agent_knowledge_set(agent, entry["knowledge_bases"], f"agents[{i}] ({slug})",
                                  report)
+    for i, agent in imported:  # after them all: an agent may name one imported later
+        agent_tools_check(agent, what=f"agents[{i}] ({agent.slug})")
     if "routing" in data:
         _routing_policy_set(data["routing"], report)
     for i, entry in enumerate(data.get("teams") or []):
@@ -355,6 +372,9 @@ def agents_export() -> dict[str, Any]:
             entry["knowledge_bases"] = bases
         agents.append(entry)
     doc: dict[str, Any] = {"providers": providers, "agents": agents}
+    servers = mcp_servers_export()
+    if servers:
+        doc["mcp_servers"] = servers
     from agents.models import KnowledgeBase, RoutingPolicy, Team
 
     bases = [{"slug": kb.slug, **{k: getattr(kb, k) for k in KNOWLEDGE_BASE_FIELDS}}

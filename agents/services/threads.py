@@ -70,6 +70,7 @@ def thread_turn_begin(
     exclusive: bool = True,
     title: str | None = None,
     run_id: int | None = None,
+    parent_message_id: int | None = None,
 ) -> TurnStart | None:
     """Find or create the thread for this conversation, take its lease and store the new messages.
 
@@ -82,7 +83,7 @@ def thread_turn_begin(
     turns) continues the stored conversation statefully.
 
     ``title`` names a new thread (default: its first user text); ``run_id`` marks it as the
-    work of that benchmark run.
+    work of that benchmark run, ``parent_message_id`` as another agent's call.
 
     Raises :class:`NotFound` for an explicit thread id this key does not own.
     """
@@ -142,7 +143,8 @@ def thread_turn_begin(
                 title=(title if title is not None
                        else next((m.text for m in incoming if m.role == "user"), ""))[:200],
                 history_digest=chain[-1], workspace_root=workspace_root or "",
-                message_count=len(incoming), run_id=run_id, **lease,
+                message_count=len(incoming), run_id=run_id,
+                parent_message_id=parent_message_id, **lease,
             )
             rows_insert([new])
             rows = rows_insert([Message.from_llm(m, thread_id=new.pk, seq=i, dialect=dialect)
@@ -295,6 +297,10 @@ class TurnResult:
     sender: str = ""  # who answered, when not the thread's agent (a team member)
     passages: list[dict[str, Any]] | None = None  # knowledge-base passages the model got
     note: str = ""  # what Gaia did to serve the turn, stored on the reply
+    # The agent's own tool calls (agents.llm.ToolActivity, ended) and the MCP servers' tool
+    # lists it was offered: stored as the turn's internal messages, rendered by the dialects.
+    tool_steps: list[Any] = field(default_factory=list)
+    tool_listings: list[Any] = field(default_factory=list)
 
     @property
     def status(self) -> str:
@@ -390,13 +396,15 @@ def _announce_turn_finish(*, start: TurnStart, result: TurnResult, row: Message,
 
 
 # ---------------------------------------------------------------------------------------------
-# Teams: the inner messages of a team turn
+# An agent's own work within a turn: a team's inner messages, the tool calls it ran itself
 
 
 @dataclass
 class InnerMessage:
-    """One step of a team's inner work: a task (``role="user"``, leader to member) or a
-    member's reply (``role="assistant"``, member to leader)."""
+    """One step of an agent's own work within a turn: a team's task (``role="user"``, leader
+    to member) or a member's reply (``role="assistant"``); an agent's call of its own tools
+    (``role="assistant"`` with ``tool_calls``) or a tool's result (``role="tool"``, from the
+    tool: ``sender``, with ``latency_ms`` its duration and ``error`` why it failed)."""
 
     sender: str
     recipient: str
@@ -411,14 +419,18 @@ class InnerMessage:
     ttft_ms: int | None = None
     provider: str = ""
     passages: list[dict[str, Any]] | None = None
+    tool_calls: list[dict[str, Any]] | None = None
+    tool_call_id: str = ""
+    error: str = ""
 
 
 @transaction.atomic
-def team_messages_store(*, start: TurnStart, messages: list[InnerMessage]) -> list[Message]:
-    """Store a team's inner messages in its thread, after what the turn stored so far
-    (``start.next_seq`` moves on, so the team's answer lands after them). The caller holds
-    the thread's lease. They never join the history a client holds (``internal``); their
-    tokens count in the thread's usage. The feed hears of each once stored."""
+def inner_messages_store(*, start: TurnStart, messages: list[InnerMessage],
+                         dialect: str = "team") -> list[Message]:
+    """Store an agent's own work in its thread, after what the turn stored so far
+    (``start.next_seq`` moves on, so the turn's answer lands after it). The caller holds
+    the thread's lease. It never joins the history a client holds (``internal``); its
+    tokens count in the thread's usage. The feed hears of each message once stored."""
     rows = []
     for m in messages:
         rows.append(Message(
@@ -427,7 +439,8 @@ def team_messages_store(*, start: TurnStart, messages: list[InnerMessage]) -> li
             input_tokens=m.input_tokens, output_tokens=m.output_tokens,
             usage_estimated=m.usage_estimated, latency_ms=m.latency_ms, ttft_ms=m.ttft_ms,
             provider=m.provider, sender=m.sender, recipient=m.recipient, internal=True,
-            passages=m.passages, dialect="team"))
+            passages=m.passages, tool_calls=m.tool_calls, tool_call_id=m.tool_call_id,
+            error=m.error, dialect=dialect))
     rows = Message.objects.bulk_create(rows)
     start.next_seq += len(rows)
     update: dict[str, Any] = {

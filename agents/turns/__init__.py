@@ -12,6 +12,7 @@ benchmark runs) import this package, never its modules.
   in flight: leases, kill, drain).
 """
 
+from agents.turns import delegate as _delegate  # noqa: F401 - agents may call agents
 from agents.turns.catalogue import AUTO, is_virtual, model_entry, model_entry_anthropic
 from agents.turns.door import (
     Answer,

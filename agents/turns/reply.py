@@ -35,11 +35,14 @@ class Reply:
         self.tools: dict[int, ToolCallAcc] = {}
         self.usage: llm.Usage | None = None  # the provider's count, if it gave one
         self.finish_reason: str | None = None
+        self.steps: list[llm.ToolActivity] = []  # the agent's own tool calls, as they ended
+        self.listings: list[llm.ToolsListed] = []
         self.delta_at = 0.0  # when the feed last heard of this reply's progress
         self._delta_sent = (0, 0, 0)  # text, reasoning and tool-call parts already published
 
     def absorb(self, event: Any) -> None:
-        if self.first_at is None and not isinstance(event, llm.Usage | llm.Finish):
+        if self.first_at is None and not isinstance(event, llm.Usage | llm.Finish
+                                                    | llm.ToolsListed):
             self.first_at = time.monotonic()
         if isinstance(event, llm.TextDelta):
             self.text.append(event.text)
@@ -54,6 +57,11 @@ class Reply:
             self.usage = event
         elif isinstance(event, llm.Finish):
             self.finish_reason = event.reason
+        elif isinstance(event, llm.ToolActivity):
+            if event.done:
+                self.steps.append(event)
+        elif isinstance(event, llm.ToolsListed):
+            self.listings.append(event)
 
     def delta_due(self) -> bool:
         return time.monotonic() - self.delta_at >= DELTA_INTERVAL
@@ -103,6 +111,7 @@ class Reply:
         result.latency_ms = int((time.monotonic() - self.t0) * 1000)
         if self.finish_reason:
             result.finish_reason = self.finish_reason
+        result.tool_steps, result.tool_listings = list(self.steps), list(self.listings)
         if self.first_at is not None:
             result.ttft_ms = int((self.first_at - self.t0) * 1000)
 

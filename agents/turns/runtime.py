@@ -26,6 +26,7 @@ from agents.backends import backend_for, fallback_stream
 from agents.database import run_db
 from agents.exceptions import Conflict, ContextTooLong, GaiaError, TurnInterrupted, TurnKilled
 from agents.turns import registry, requests
+from agents.turns.loop import AgentLoop
 from agents.turns.reply import KILLED_ERROR, Reply, outcome
 from agents.turns.spec import TurnSpec, events_to_end
 
@@ -67,6 +68,8 @@ class Turn:
         self._registered: str | None = None  # the thread id this turn is registered under
         self.lease_token = ""  # the lease it holds there (renewed by the registry)
         self._passages: list[dict[str, Any]] | None = None  # knowledge the model was given
+        self.agent_loop: Any = None  # the agent loop, when the agent runs tools of its own
+        self.backend_accepts_tools = False
         self.loop = asyncio.get_running_loop()
         realtime.bind()
 
@@ -107,6 +110,9 @@ class Turn:
             await self.close(error=error)
             raise
         self.request, self.input_tokens = fitted.request, fitted.input_tokens
+        self.backend_accepts_tools = backend.accepts_tools
+        self.agent_loop = await AgentLoop.prepare(self) if spec.agent.tools or (
+            spec.agent.memory != "off") else None
         self.trimmed, self.result.note = fitted.trimmed, fitted.note
         if settings.GAIA_SHOW_PROMPTS:
             prompt_log.debug("prompt to %s: %r", spec.agent.provider.name, self.request)
@@ -144,7 +150,7 @@ class Turn:
             thread_id=spec.thread_id, user=spec.user, incoming=spec.request.messages,
             workspace_root=spec.workspace_root, dialect=spec.dialect,
             lease_seconds=settings.GAIA_THREAD_LOCK_SECONDS, exclusive=exclusive,
-            title=spec.title, run_id=spec.run_id,
+            title=spec.title, run_id=spec.run_id, parent_message_id=spec.parent_message_id,
         )
 
     async def _begin(self) -> services.TurnStart:
@@ -226,7 +232,7 @@ class Turn:
         else:
             self._register(start)
 
-    async def _started(self) -> services.TurnStart | None:
+    async def started(self) -> services.TurnStart | None:
         """The turn's thread record once stored (raises why storing it failed)."""
         self._begin_now()
         if self.start is None and self._begin_task is not None:
@@ -293,7 +299,7 @@ class Turn:
         self._send(on_sent=self._on_sent)
         try:
             event = await self._next(wait)
-            if event is _BUSY or await self._started() is None:
+            if event is _BUSY or await self.started() is None:
                 event = await self._resend_when_free(wait)
             return event
         except BaseException as exc:
@@ -308,10 +314,20 @@ class Turn:
 
     def _send(self, *, on_sent: Any = None) -> None:
         assert self.request is not None
+        stream = self.provider_stream(
+            self.request, on_sent=on_sent or (lambda: self._set_waiting(False)))
+        if self.agent_loop is not None:
+            stream = self.agent_loop.run(stream)
+        self._pump_task = asyncio.create_task(self._pump(stream))
+
+    def provider_stream(self, request: llm.LLMRequest, *, on_sent: Any = None) -> Any:
+        """The agent's providers answering ``request`` (its fallbacks after it)."""
         chain = getattr(self.agent, "provider_chain", None) or [self.agent.provider]
-        self._pump_task = asyncio.create_task(self._pump(fallback_stream(
-            chain, self.request, on_sent=on_sent or (lambda: self._set_waiting(False)),
-            on_answer=self._answered_by, on_fallback=self._fell_back)))
+        return fallback_stream(chain, request, on_sent=on_sent, on_answer=self._answered_by,
+                               on_fallback=self._fell_back)
+
+    def waiting_for_approval(self, waiting: bool) -> None:
+        self._set_waiting(waiting)
 
     def _answered_by(self, provider: Any) -> None:
         self.result.provider = provider.name
@@ -439,7 +455,7 @@ class Turn:
     async def _record(self, error: BaseException | None) -> None:
         if self.start is None:
             try:
-                if await self._started() is None:
+                if await self.started() is None:
                     return
             except Exception:  # the turn was never stored: nothing to record it on
                 return

@@ -32,6 +32,9 @@ class TurnSpec:
     # says so (``X-Gaia-Routed-To``).
     route: dict[str, Any] | None = None
     run_id: int | None = None  # the benchmark run this turn works for (a new thread's mark)
+    # Another agent's call (its agent:<slug> tool): the call's message, and how deep.
+    parent_message_id: int | None = None
+    depth: int = 0
 
 
 async def events_to_end(first: Any, following: Callable[[float], Awaitable[Any]],

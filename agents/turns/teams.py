@@ -232,7 +232,7 @@ class TeamTurn:
 
     async def _store(self, *messages: services.InnerMessage) -> None:
         assert self.leader.start is not None
-        await run_db(services.team_messages_store, start=self.leader.start,
+        await run_db(services.inner_messages_store, start=self.leader.start,
                      messages=list(messages))
 
     def _remaining(self) -> float:

@@ -21,6 +21,7 @@ from openai_api.dialects.common import (
     check_tool_call_id,
     function_name,
     image_from_url,
+    steps_text,
 )
 from openai_api.errors import openai_error_body
 from openai_api.sse import SSE_DONE, Frames, sse_data
@@ -313,6 +314,8 @@ class ChunkStream:
                 function["name"] = event.name
             call["function"] = function
             return self._chunk({"tool_calls": [call]})
+        if isinstance(event, llm.ToolActivity):
+            return self._chunk({"reasoning_content": event.summary()})
         if isinstance(event, llm.Finish):
             return self._chunk({}, FINISH.get(event.reason, "stop"))
         return b""
@@ -342,8 +345,8 @@ class Chat(Dialect):
     def render(self, parsed: Parsed, turn: Any, result: Any) -> dict[str, Any]:
         return render_completion(
             response_id=turn.spec.response_id, model=turn.model, created=int(time.time()),
-            text=result.text, reasoning=result.reasoning, tool_calls=result.tool_calls,
-            finish_reason=result.finish_reason, usage=turn.usage)
+            text=result.text, reasoning=steps_text(result) + result.reasoning,
+            tool_calls=result.tool_calls, finish_reason=result.finish_reason, usage=turn.usage)
 
     async def frames(self, parsed: Parsed, turn: Any) -> Frames:
         options = parsed.body.stream_options

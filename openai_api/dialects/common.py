@@ -78,6 +78,12 @@ def _unstorable_text(value: Any, where: str) -> str | None:
     return None
 
 
+def steps_text(result: Any) -> str:
+    """A finished turn's own tool calls as lines of its reasoning (the Chat Completions and
+    Messages dialects show them there; the Responses API has items of its own)."""
+    return "".join(step.summary() for step in getattr(result, "tool_steps", ()))
+
+
 MAX_TOOL_CALL_ID = 200  # agents.models.Message.tool_call_id
 
 

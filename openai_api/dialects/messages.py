@@ -27,6 +27,7 @@ from openai_api.dialects.common import (
     check_message_count,
     check_tool_call_id,
     image_from_url,
+    steps_text,
     validate,
 )
 from openai_api.errors import anthropic_error_body
@@ -363,6 +364,8 @@ class MessageEventStream:
             out = b"" if self._open == "text" else self._start_block(
                 "text", {"type": "text", "text": ""})
             return out + self._delta({"type": "text_delta", "text": event.text})
+        if isinstance(event, llm.ToolActivity):
+            event = llm.ReasoningDelta(event.summary())
         if isinstance(event, llm.ReasoningDelta):
             if not event.text:
                 return b""
@@ -408,7 +411,7 @@ class Messages(Dialect):
     def render(self, parsed: Parsed, turn: Any, result: Any) -> dict[str, Any]:
         return render_message(
             message_id=turn.spec.response_id, model=turn.model, text=result.text,
-            reasoning=result.reasoning, tool_calls=result.tool_calls,
+            reasoning=steps_text(result) + result.reasoning, tool_calls=result.tool_calls,
             finish_reason=result.finish_reason, usage=turn.usage)
 
     async def frames(self, parsed: Parsed, turn: Any) -> Frames:

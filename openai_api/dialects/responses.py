@@ -372,7 +372,8 @@ class Responses(Dialect):
             status=STATUS.get(result.finish_reason, "completed"),
             output=output_items(response_id=response_id, text=result.text,
                                 reasoning=result.reasoning, tool_calls=result.tool_calls,
-                                tools=parsed.extra["tools"]),
+                                tools=parsed.extra["tools"], steps=result.tool_steps,
+                                listings=result.tool_listings),
             usage=turn.usage, echo=parsed.extra["echo"])
 
     async def frames(self, parsed: Parsed, turn: Any) -> Frames:

@@ -88,12 +88,41 @@ def call_item(item_id: str, call: llm.ToolCall, tools: ClientTools,
     return function_call_item(item_id, call, status, tools)
 
 
+def mcp_list_tools_item(item_id: str, listed: llm.ToolsListed) -> dict[str, Any]:
+    return {"id": item_id, "type": "mcp_list_tools", "server_label": listed.server,
+            "tools": [{"name": t["name"], "description": t.get("description") or None,
+                       "input_schema": t.get("input_schema") or {"type": "object"},
+                       "annotations": None} for t in listed.tools], "error": None}
+
+
+def mcp_call_item(item_id: str, activity: llm.ToolActivity) -> dict[str, Any]:
+    """An agent's own tool call as OpenAI's ``mcp_call`` (a built-in's server is ``gaia``,
+    another agent's ``agents``)."""
+    failed = activity.status == "failed"
+    status = {"completed": "completed", "failed": "failed"}.get(activity.status, "in_progress")
+    return {"id": item_id, "type": "mcp_call", "server_label": activity.server,
+            "name": activity.tool, "arguments": activity.arguments,
+            "output": activity.output if activity.done and not failed else None,
+            "error": {"type": "mcp_tool_execution_error",
+                      "content": [{"type": "text", "text": activity.output}]} if failed else None,
+            "status": status, "approval_request_id": None}
+
+
+def mcp_id(response_id: str, call_id: str) -> str:
+    return f"mcp_{response_id.removeprefix('resp_')}_{call_id}"
+
+
 def output_items(*, response_id: str, text: str, reasoning: str,
-                 tool_calls: list[llm.ToolCall], tools: ClientTools | None = None
+                 tool_calls: list[llm.ToolCall], tools: ClientTools | None = None,
+                 steps: list[llm.ToolActivity] = (), listings: list[llm.ToolsListed] = ()
                  ) -> list[dict[str, Any]]:
-    """A finished reply as output items: the agent's steps, its words, then its calls."""
+    """A finished reply as output items: the tools it was offered and ran itself, its steps,
+    its words, then its calls."""
     msg_id, rs_id, fc_prefix = item_ids(response_id)
-    out: list[dict[str, Any]] = []
+    out: list[dict[str, Any]] = [
+        mcp_list_tools_item(f"mcpl_{response_id.removeprefix('resp_')}_{n}", listed)
+        for n, listed in enumerate(listings)]
+    out.extend(mcp_call_item(mcp_id(response_id, s.call_id), s) for s in steps)
     if reasoning:
         out.append(reasoning_item(rs_id, reasoning))
     if text or not tool_calls:
@@ -174,6 +203,7 @@ class ResponseEventStream:
         self._call_index: int | None = None
         self._cur_id = ""
         self._items: dict[str, int] = {}  # items opened so far per id base, for unique ids
+        self._mcp: dict[str, int] = {}  # a running mcp_call's output index, by call id
 
     def _emit(self, kind: str, payload: dict[str, Any]) -> bytes:
         payload = {"type": kind, "sequence_number": self.seq, **payload}
@@ -278,6 +308,8 @@ class ResponseEventStream:
                 "item_id": self._cur_id, "output_index": len(self.output), "summary_index": 0,
                 "delta": event.text,
             })
+        if isinstance(event, llm.ToolActivity | llm.ToolsListed):
+            return self._tool(event)
         if isinstance(event, llm.ToolCallDelta):
             out = b""
             if self._open != "call" or self._call_index != event.index:
@@ -301,6 +333,43 @@ class ResponseEventStream:
                 })
             return out
         return b""
+
+    def _tool(self, event: llm.ToolActivity | llm.ToolsListed) -> bytes:
+        """The agent's own tools: ``mcp_list_tools`` and ``mcp_call`` items, OpenAI's shapes
+        and events. Calls run at once each hold their place in the output from their start."""
+        out = self._close()
+        index = len(self.output)
+        if isinstance(event, llm.ToolsListed):
+            item = mcp_list_tools_item(self._item_id(f"mcpl_{self.id.removeprefix('resp_')}"),
+                                       event)
+            self.output.append(item)
+            ids = {"item_id": item["id"], "output_index": index}
+            return out + self._emit("response.output_item.added", {
+                "output_index": index, "item": {**item, "tools": []}}) + self._emit(
+                "response.mcp_list_tools.in_progress", ids) + self._emit(
+                "response.mcp_list_tools.completed", ids) + self._emit(
+                "response.output_item.done", {"output_index": index, "item": item})
+        item_id = mcp_id(self.id, event.call_id)
+        if event.status == "running":
+            self._mcp[event.call_id] = index
+            item = mcp_call_item(item_id, event)
+            self.output.append(item)
+            ids = {"item_id": item_id, "output_index": index}
+            return out + self._emit("response.output_item.added", {
+                "output_index": index, "item": {**item, "arguments": ""}}) + self._emit(
+                "response.mcp_call_arguments.delta", {**ids, "delta": event.arguments}) + (
+                self._emit("response.mcp_call_arguments.done",
+                           {**ids, "arguments": event.arguments})) + self._emit(
+                "response.mcp_call.in_progress", ids)
+        if not event.done or event.call_id not in self._mcp:
+            return out
+        index = self._mcp.pop(event.call_id)
+        item = self.output[index] = mcp_call_item(item_id, event)
+        ids = {"item_id": item_id, "output_index": index}
+        kind = "response.mcp_call.failed" if event.status == "failed" else (
+            "response.mcp_call.completed")
+        return out + self._emit(kind, ids) + self._emit(
+            "response.output_item.done", {"output_index": index, "item": item})
 
     def finish(self, usage: llm.Usage, finish_reason: str) -> bytes:
         out = self._close()

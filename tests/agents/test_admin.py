@@ -150,7 +150,9 @@ def test_agent_admin_saves_listed_and_context_overflow(staff, make_agent):
     agent = make_agent(slug="saved", provider__options={})
     url = reverse("admin:agents_agent_change", args=[agent.pk])
     form = staff.get(url).context["adminform"].form
-    data = {k: v for k, v in form.initial.items() if v is not None and k != "listed"}
+    # what the browser sends back: each field's value as its widget renders it (JSON as text)
+    data = {k: form.fields[k].prepare_value(v) for k, v in form.initial.items()
+            if v is not None and k != "listed" and k in form.fields}
     data.update({"provider": agent.provider_id, "context_overflow": "trim_oldest",
                  "fallbacks-TOTAL_FORMS": "0", "fallbacks-INITIAL_FORMS": "0"})
     r = staff.post(url, data)

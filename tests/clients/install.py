@@ -1,7 +1,7 @@
 """The real clients the client tests drive, installed from the package registries into
 ``var/clients/`` (ignored by git) and cached there between runs.
 
-* npm: Codex CLI and Claude Code into ``var/clients/node_modules`` (their native binaries
+* npm: Codex CLI, Claude Code and the MCP reference server ``server-everything`` into ``var/clients/node_modules`` (their native binaries
   come inside the registry packages).
 * PyPI: each client with its own pinned dependency tree in its own virtualenv
   (``var/clients/<name>``): Aider pins exact versions of ``openai``, ``pydantic`` and more that
@@ -23,7 +23,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 CLIENTS = ROOT / "var" / "clients"
 
-NPM = {"codex": "@openai/codex@0.169.0", "claude": "@anthropic-ai/claude-code@2.1.197"}
+NPM = {"codex": "@openai/codex@0.169.0", "claude": "@anthropic-ai/claude-code@2.1.197",
+       # the MCP reference server the tool tests run (stdio and streamable HTTP)
+       "mcp-server-everything": "@modelcontextprotocol/server-everything@2026.8.31"}
 VENVS = {
     "aider": ["aider-chat==0.86.2"],
     "sdk": ["openai-agents==0.24.0", "langchain-openai==1.7.3", "langchain-anthropic==1.7.7"],

@@ -93,7 +93,7 @@ def test_unlisted_agents_are_not_listed_but_answer(gaia_server, make_agent, api_
     assert r.json()["choices"][0]["message"]["content"] == "still here"
 
 
-def test_default_agents_list_only_gaia(transactional_db):
+def test_default_agents_list_gaia_and_gaia_tools(transactional_db):
     from pathlib import Path
 
     import yaml
@@ -103,7 +103,8 @@ def test_default_agents_list_only_gaia(transactional_db):
 
     defaults = Path(__file__).resolve().parents[2] / "agents" / "defaults.yaml"
     agents_import(data=yaml.safe_load(defaults.read_text()))
-    assert [a.slug for a in selectors.model_list(api_key=None)] == ["gaia"]
+    # the chat agent and the same model with built-in tools; the mesh's agents stay unlisted
+    assert [a.slug for a in selectors.model_list(api_key=None)] == ["gaia", "gaia-tools"]
 
 
 def test_listed_round_trips_through_yaml(transactional_db):

@@ -23,9 +23,11 @@ def form(agent: Agent, **changes):
     data = {"slug": agent.slug, "display_name": agent.display_name,
             "description": agent.description, "enabled": "on",
             "instructions": agent.instructions, "provider": agent.provider_id,
-            "upstream_model": "", "tool": "", "temperature": "", "top_p": "",
+            "upstream_model": "", "temperature": "", "top_p": "",
             "max_input_tokens": agent.max_input_tokens,
             "max_output_tokens": agent.max_output_tokens, "context_overflow": "error",
+            "tools": "[]", "memory": "off", "max_steps": 8, "tool_budget_seconds": 300,
+            "max_turn_seconds": 900, "require_approval": '"never"', "approval_timeout_seconds": 300,
             # the fallback providers inline's (empty) formset
             "fallbacks-TOTAL_FORMS": "0", "fallbacks-INITIAL_FORMS": "0"}
     data.update(changes)

@@ -197,18 +197,19 @@ def test_agent_schema_is_a_json_schema_of_its_inputs(ops, echo_agent, make_agent
                                                               "content": "hi"}]})
     assert validator.is_valid("inject me")
     assert validator.is_valid({"text": "inject me"})
-    assert not validator.is_valid({"model": "echo", "messages": []})
-    assert not validator.is_valid({"model": "other", "messages": [{"role": "user"}]})
+    assert validator.is_valid({"name": "Dan"})  # any object is an inject payload (its JSON)
+    chat = jsonschema.Draft202012Validator({**schema["$defs"]["chat"], "$defs": schema["$defs"]})
+    assert not chat.is_valid({"model": "echo", "messages": []})
+    assert not chat.is_valid({"model": "other", "messages": [{"role": "user"}]})
     assert not validator.is_valid(42)
+    assert not validator.is_valid("   ")
+    assert not validator.is_valid({})
+    assert schema["x-gaia-tools"] == []
 
-    make_agent(slug="searcher", tool="search")
-    tool = ops.get(f"{API}/agents/searcher/schema").json()
-    jsonschema.Draft202012Validator.check_schema(tool)
-    assert "search" in tool["description"]
-    assert jsonschema.Draft202012Validator(tool).is_valid(
-        {"question": "Who?", "paragraphs": [{"title": "T", "sentences": ["S."]}]})
-    assert not jsonschema.Draft202012Validator(tool["$defs"]["tool"]).is_valid(
-        {"question": "Who?"})
+    make_agent(slug="helper", tools=["calculator", "current_time"])
+    tools = ops.get(f"{API}/agents/helper/schema").json()
+    jsonschema.Draft202012Validator.check_schema(tools)
+    assert tools["x-gaia-tools"] == ["calculator", "current_time"]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,89 @@
+"""Writes of approvals: a tool call that waits for an operator's decision (or, for a Responses
+client's own MCP tool, for the client's), the decision, and the denial of an undecided one.
+
+A decision reaches the process whose turn waits through a control message
+(``approval_decided``); the turn itself reads the stored decision too, so none is lost.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from agents import events, realtime
+from agents.exceptions import Conflict, InvalidRequest, NotFound
+from agents.models import Agent, Approval, Thread
+
+DECISIONS = {"approve": Approval.Status.APPROVED, "deny": Approval.Status.DENIED}
+
+
+@transaction.atomic
+def approval_request(*, approval_id: uuid.UUID, thread_id: Any, agent: Agent, response_id: str,
+                     call_id: str, tool: str, server: str, arguments: str, timeout: float,
+                     by_client: bool = False) -> Approval:
+    """A call of ``tool`` waits for a decision (at most ``timeout`` seconds): stored, its thread
+    marked ``waiting``, the feed told (``approval_requested``)."""
+    now = timezone.now()
+    approval = Approval.objects.create(
+        id=approval_id, thread_id=thread_id, agent=agent, response_id=response_id,
+        call_id=call_id[:200], tool=tool[:200], server=server[:200], arguments=arguments,
+        decided_by_client=by_client, expires_at=now + timedelta(seconds=timeout))
+    if not by_client:
+        _thread_status(thread_id, agent, Thread.Status.WAITING, now)
+        realtime.send_event_on_commit(events.approval_requested(approval))
+    return approval
+
+
+def _thread_status(thread_id: Any, agent: Agent, status: str, now: Any) -> None:
+    Thread.objects.filter(pk=thread_id).update(status=status, updated_at=now)
+    count = Thread.objects.filter(pk=thread_id).values_list("message_count", flat=True).first()
+    realtime.send_event_on_commit(events.thread_updated(
+        thread_id=thread_id, agent=agent.slug, status=status, message_count=count or 0, at=now))
+
+
+@transaction.atomic
+def approval_decide(*, approval_id: Any, decision: str, decided_by: str,
+                    reason: str = "") -> Approval:
+    """Approve or deny a pending call (``decision``: ``approve`` or ``deny``), saying who.
+    :class:`NotFound` for an unknown one, :class:`Conflict` for one decided already (or
+    expired)."""
+    if decision not in DECISIONS:
+        raise InvalidRequest("'decision' is 'approve' or 'deny'.", param="decision")
+    try:
+        key = uuid.UUID(str(approval_id))
+    except ValueError:
+        raise NotFound(f"No approval {approval_id!r}.", code="approval_not_found",
+                       param="approval_id") from None
+    now = timezone.now()
+    status = DECISIONS[decision]
+    if not Approval.objects.filter(pk=key, status=Approval.Status.PENDING,
+                                   decided_by_client=False).update(
+            status=status, decided_by=decided_by[:300], reason=reason[:2000], decided_at=now):
+        found = Approval.objects.filter(pk=key, decided_by_client=False).first()
+        if found is None:
+            raise NotFound(f"No approval {approval_id!r}.", code="approval_not_found",
+                           param="approval_id")
+        raise Conflict(f"The approval is {found.status} already.", code="approval_decided")
+    approval = Approval.objects.select_related("agent").get(pk=key)
+    realtime.send_event_on_commit(events.approval_decided(approval))
+    realtime.send_control_on_commit("approval_decided", approval_id=str(key))
+    return approval
+
+
+@transaction.atomic
+def approval_settle(*, approval_id: Any, agent: Agent) -> Approval:
+    """The waiting turn's last word: an approval still pending is ``expired`` (a denial); its
+    thread is ``active`` again. Returns the approval as decided."""
+    now = timezone.now()
+    if Approval.objects.filter(pk=approval_id, status=Approval.Status.PENDING).update(
+            status=Approval.Status.EXPIRED, decided_at=now, decided_by="timeout"):
+        realtime.send_event_on_commit(events.approval_decided(
+            Approval.objects.select_related("agent").get(pk=approval_id)))
+    approval = Approval.objects.select_related("agent").get(pk=approval_id)
+    if not approval.decided_by_client:
+        _thread_status(approval.thread_id, agent, Thread.Status.ACTIVE, now)
+    return approval

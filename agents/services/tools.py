@@ -1,0 +1,94 @@
+"""Writes of what agents can do: MCP servers from a config document (``mcp_servers:``), and
+the check that an agent's ``tools`` name things that exist."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import ValidationError
+
+from agents.exceptions import InvalidRequest
+from agents.models import BUILTIN_TOOLS, SECRET_MASK, Agent, McpServer
+
+MCP_FIELDS = ("command", "args", "env", "url", "headers", "headers_env", "allowed_tools",
+              "require_approval", "enabled")
+SECRET_FIELDS = ("env", "headers")  # values write-only: exported as [hidden], kept on import
+
+
+def mcp_servers_import(entries: Any, *, create_only: bool) -> tuple[list[str], list[str],
+                                                                    list[str]]:
+    """Create or update MCP servers from ``mcp_servers:`` entries (``name`` and
+    :data:`MCP_FIELDS`, ``timeout`` in seconds); ``(created, updated, unchanged)`` labels.
+    A value ``[hidden]`` in ``env`` or ``headers`` keeps the stored one."""
+    created: list[str] = []
+    updated: list[str] = []
+    unchanged: list[str] = []
+    if not isinstance(entries, list):
+        raise InvalidRequest("mcp_servers: a list of servers.")
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, dict) or not entry.get("name"):
+            raise InvalidRequest(f"mcp_servers[{i}] needs a name.")
+        name = str(entry["name"])
+        unknown = set(entry) - {"name", "timeout", *MCP_FIELDS}
+        if unknown:
+            raise InvalidRequest(f"mcp_servers[{i}] ({name}): unknown fields {sorted(unknown)}.")
+        label = f"mcp_server:{name}"
+        server = McpServer.objects.filter(name=name).first() or McpServer(name=name)
+        if create_only and server.pk is not None:
+            unchanged.append(label)
+            continue
+        values = {k: entry[k] for k in MCP_FIELDS if k in entry}
+        if "timeout" in entry:
+            values["timeout_seconds"] = entry["timeout"]
+        for secret in SECRET_FIELDS:
+            if isinstance(values.get(secret), dict):
+                stored = getattr(server, secret) or {}
+                values[secret] = {k: stored.get(k, "") if v == SECRET_MASK else v
+                                  for k, v in values[secret].items()}
+        changed = [k for k, v in values.items() if getattr(server, k) != v]
+        for k in changed:
+            setattr(server, k, values[k])
+        if server.pk is not None and not changed:
+            unchanged.append(label)
+            continue
+        try:
+            server.full_clean()
+        except ValidationError as exc:
+            raise InvalidRequest(f"mcp_servers[{i}] ({name}): {exc.messages}") from exc
+        (created if server.pk is None else updated).append(label)
+        server.save()
+    return created, updated, unchanged
+
+
+def mcp_servers_export() -> list[dict[str, Any]]:
+    """Every MCP server as ``mcp_servers:`` entries, secrets shown as ``[hidden]``."""
+    out = []
+    for server in McpServer.objects.order_by("name"):
+        entry: dict[str, Any] = {"name": server.name}
+        for k in MCP_FIELDS:
+            value = getattr(server, k)
+            if k in SECRET_FIELDS:
+                value = dict.fromkeys(value or {}, SECRET_MASK)
+            if value not in ("", [], {}, None) or k == "enabled":
+                entry[k] = value
+        entry["timeout"] = server.timeout_seconds
+        out.append(entry)
+    return out
+
+
+def agent_tools_check(agent: Agent, *, what: str) -> None:
+    """:class:`InvalidRequest` unless every one of ``agent.tools`` names a built-in, an MCP
+    server or an agent that exists."""
+    for ref in agent.tools or []:
+        if not isinstance(ref, str):
+            raise InvalidRequest(f"{what}: tools must be names.")
+        if ref in BUILTIN_TOOLS:
+            continue
+        if ref.startswith("mcp:") and McpServer.objects.filter(name=ref[4:]).exists():
+            continue
+        if ref.startswith("agent:") and ref[6:] != agent.slug and Agent.objects.filter(
+                slug=ref[6:]).exists():
+            continue
+        raise InvalidRequest(
+            f"{what}: unknown tool {ref!r}: a built-in ({', '.join(BUILTIN_TOOLS)}), "
+            "'mcp:<server>' of a defined MCP server or 'agent:<slug>' of another agent.")

@@ -1,0 +1,93 @@
+"""What every tool an agent runs itself looks like, whatever runs it: a built-in (in this
+process), an MCP server's tool, another agent. The loop (:mod:`agents.turns.loop`) treats them
+alike, as MCP's own ``Tool`` shape does: a name, a description, a JSON Schema of its input.
+
+A tool's failure is data for the model (a :class:`ToolResult` with ``is_error``), never an
+exception for the client.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from agents import llm
+
+# The server a tool belongs to, as the feed and the Responses dialect name it.
+BUILTIN = "gaia"
+AGENTS = "agents"
+MAX_RESULT_CHARS = 20_000  # a tool's text as the model gets it (the rest is cut, and said so)
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    text: str
+    is_error: bool = False
+
+
+@dataclass
+class ToolContext:
+    """Who a tool runs for: the turn's agent, key, end user and thread, and its memory scope
+    (``None``: the agent remembers nothing for this turn)."""
+
+    agent: Any
+    api_key: Any
+    user: str | None
+    thread_id: Any = None
+    memory_scope: str | None = None
+    depth: int = 0  # how many agents delegated down to this turn
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+Runner = Callable[[dict[str, Any], ToolContext], Awaitable[ToolResult]]
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """One tool as the model sees it (``name``), and where it runs (``server``, its own name
+    there ``tool``), with its call's bounds."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    server: str
+    tool: str
+    run: Runner
+    needs_approval: bool = False
+    timeout: float = 60.0
+
+    def as_llm(self) -> llm.Tool:
+        return llm.Tool(self.name, self.description, self.parameters)
+
+
+@dataclass
+class Toolbox:
+    """The tools one turn of an agent may run, by the name the model sees, and the MCP servers
+    they were listed from (``listings``: server name -> its tools, for the Responses API's
+    ``mcp_list_tools`` items)."""
+
+    tools: dict[str, ToolSpec] = field(default_factory=dict)
+    listings: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)  # servers that could not be listed
+
+    def add(self, spec: ToolSpec) -> None:
+        self.tools[spec.name] = spec
+
+    def __bool__(self) -> bool:
+        return bool(self.tools)
+
+
+def text_of(value: Any, limit: int = MAX_RESULT_CHARS) -> str:
+    """A tool's output as the model reads it, cut at ``limit`` characters (saying so)."""
+    text = value if isinstance(value, str) else repr(value)
+    if len(text) > limit:
+        return text[:limit] + f"\n[output cut at {limit} of {len(text)} characters]"
+    return text
+
+
+def approval_needed(rule: Any, name: str) -> bool:
+    """Whether a ``require_approval`` rule (never, always, or names) covers tool ``name``."""
+    if rule == "always":
+        return True
+    return isinstance(rule, list) and name in rule

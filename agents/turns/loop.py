@@ -1,0 +1,279 @@
+"""The agent loop: an agent with tools of its own runs them for its model, as a turn goes.
+
+Model -> tool calls -> Gaia runs the agent's own tools (several at once when the model asks for
+several) -> their results back to the model -> ... until an answer, or a limit: the agent's
+``max_steps`` rounds of tools, its ``tool_budget_seconds`` of tool time, its
+``max_turn_seconds``. At a limit the model is asked once more, with no tool allowed, and the
+reply says why (``Message.note``). A call of one of the *client's* tools ends the turn as it
+always did: the call goes back to the client.
+
+The loop stands between the turn and its provider: it reads the provider's events, keeps back
+the calls of the agent's own tools, and yields everything else, then each tool's activity
+(:class:`agents.llm.ToolActivity`, which each dialect shows its own way) and, at the end, the
+usage of every model call together. Each round is stored in the thread as the agent's own work
+(``internal`` messages: the call, then each result with its duration and error), and the feed
+hears of each call (``tool_call``, ``tool_result``). A tool that fails, times out or answers
+garbage is an error result for the model, never an error of the turn. An operator's kill
+cancels the loop, and with it the running tools (an MCP request is cancelled).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from agents import events, llm, realtime, selectors, services
+from agents.database import run_db
+from agents.tools import Delegate, Toolbox, ToolContext, ToolResult, ToolSpec, toolbox_for
+from agents.turns.approvals import approval_wait
+
+# How an agent's agent:<slug> tool runs the callee's turn: set by agents.turns.delegate when
+# it is imported (it needs the Turn, which needs this module).
+delegate_hook: Delegate | None = None
+
+
+@dataclass
+class _Call:
+    id: str
+    name: str
+    arguments: list[str] = field(default_factory=list)
+
+    @property
+    def text(self) -> str:
+        return "".join(self.arguments)
+
+
+def memory_scope(agent: Any, *, api_key: Any, user: str | None) -> str | None:
+    """Whose facts a turn of ``agent`` remembers: its key's, or its end user's (``None``: no
+    memory for this turn)."""
+    mode = getattr(agent, "memory", "off")
+    if mode == "per_key" and api_key is not None:
+        return f"key:{api_key.pk}"
+    if mode == "per_user" and user:
+        return f"user:{user}"
+    return None
+
+
+class AgentLoop:
+    """The loop of one turn (see the module docstring)."""
+
+    def __init__(self, turn: Any, toolbox: Toolbox, ctx: ToolContext) -> None:
+        self.turn = turn
+        self.agent = turn.agent
+        self.toolbox = toolbox
+        self.ctx = ctx
+        self.tool_seconds = 0.0
+        self.deadline = time.monotonic() + float(getattr(self.agent, "max_turn_seconds", 900))
+        self.note = ""
+
+    @classmethod
+    async def prepare(cls, turn: Any) -> AgentLoop | None:
+        """The loop for ``turn`` if its agent has tools its provider can call (their
+        definitions join the request's), else ``None``; the remembered facts that fit the
+        conversation join the system prompt."""
+        agent, spec = turn.agent, turn.spec
+        scope = memory_scope(agent, api_key=spec.api_key, user=spec.user)
+        ctx = ToolContext(agent=agent, api_key=spec.api_key, user=spec.user,
+                          memory_scope=scope, depth=spec.depth,
+                          extra={"run_id": spec.run_id})
+        if scope is not None:
+            await _add_memories(turn, scope)
+        if not (agent.tools or scope) or not turn.backend_accepts_tools:
+            return None
+        client_tools = {t.name for t in turn.request.tools}
+        box = await toolbox_for(agent, delegate=delegate_hook, taken=client_tools)
+        if not box:
+            return None
+        turn.request = turn.request.replace(
+            tools=[*turn.request.tools, *(t.as_llm() for t in box.tools.values())])
+        if box.problems:
+            turn.result.note = (turn.result.note + " Tools left out: "
+                                + "; ".join(box.problems)).strip()
+        return cls(turn, box, ctx)
+
+    async def run(self, first: AsyncIterator[llm.Event]) -> AsyncIterator[llm.Event]:
+        request = self.turn.request
+        for server, tools in self.toolbox.listings.items():
+            yield llm.ToolsListed(server, tuple(tools))
+        usage = [0, 0, False]
+        stream: AsyncIterator[llm.Event] = first
+        steps = 0
+        final = False  # the model must answer now: no tool of the agent runs any more
+        while True:
+            held: dict[int, _Call] = {}
+            client: set[int] = set()
+            text: list[str] = []
+            finish: str = "stop"
+            async with contextlib.aclosing(stream):
+                async for event in stream:
+                    if isinstance(event, llm.ToolCallDelta):
+                        if event.index not in held and event.index not in client:
+                            if event.name in self.toolbox.tools:
+                                held[event.index] = _Call(event.id or f"call_{steps}_{event.index}",
+                                                          event.name)
+                            else:
+                                client.add(event.index)
+                        if event.index in held:
+                            held[event.index].arguments.append(event.arguments)
+                            continue
+                    elif isinstance(event, llm.Usage):
+                        usage[0] += event.input_tokens
+                        usage[1] += event.output_tokens
+                        usage[2] = usage[2] or event.estimated
+                        continue
+                    elif isinstance(event, llm.Finish):
+                        finish = event.reason
+                        continue
+                    elif isinstance(event, llm.TextDelta):
+                        text.append(event.text)
+                    yield event
+            calls = [held[i] for i in sorted(held)] if not final else []
+            if not calls:
+                if final and self.note and not text and not client:
+                    yield llm.TextDelta(f"({self.note})")  # the model said nothing more
+                yield llm.Usage(usage[0], usage[1], estimated=bool(usage[2]))
+                yield llm.Finish(finish if client or finish != "tool_calls" else "stop")  # type: ignore[arg-type]
+                if self.note:
+                    self.turn.result.note = (self.turn.result.note + " " + self.note).strip()
+                return
+            async for activity in self._round(calls, "".join(text)):
+                yield activity
+            request = request.replace(
+                messages=[*request.messages, *self.results], tool_choice=llm.ToolChoice())
+            steps += 1
+            final = self._limit_reached(steps) or bool(client)
+            if client:
+                # A client's tool in the same round: the call goes back to the client, with
+                # what the agent's own tools answered stored in the thread.
+                yield llm.Usage(usage[0], usage[1], estimated=bool(usage[2]))
+                yield llm.Finish("tool_calls")
+                return
+            if final:
+                request = request.replace(tool_choice=llm.ToolChoice("none"))
+            stream = self.turn.provider_stream(request)
+
+    def _limit_reached(self, steps: int) -> bool:
+        agent = self.agent
+        if steps >= int(getattr(agent, "max_steps", 8)):
+            self.note = f"Stopped running tools after {steps} rounds (max_steps)."
+        elif self.tool_seconds >= float(getattr(agent, "tool_budget_seconds", 300)):
+            self.note = (f"Stopped running tools: their {self.tool_seconds:.1f} s used the "
+                         "tool time budget (tool_budget_seconds).")
+        elif time.monotonic() >= self.deadline:
+            self.note = "Stopped running tools: the turn reached max_turn_seconds."
+        else:
+            return False
+        return True
+
+    async def _round(self, calls: list[_Call], text: str) -> AsyncIterator[llm.ToolActivity]:
+        """Run one round's calls at once, yielding their activity as it happens; leaves the
+        messages the model gets back in ``self.results`` and stores the round."""
+        start = await self.turn.started()
+        self.ctx.thread_id = start.thread_id if start is not None else None
+        slug = self.agent.slug
+        specs = [self.toolbox.tools[c.name] for c in calls]
+        call_message = services.InnerMessage(
+            sender=slug, recipient=", ".join(_party(s) for s in specs), role="assistant",
+            content=text, tool_calls=[{"id": c.id, "name": c.name, "arguments": c.text}
+                                      for c in calls])
+        rows = await run_db(services.inner_messages_store, start=start,
+                            messages=[call_message], dialect=self.turn.spec.dialect)
+        self.ctx.extra["call_message_id"] = rows[0].pk
+        queue: asyncio.Queue[llm.ToolActivity] = asyncio.Queue()
+        tasks = [asyncio.create_task(self._one(spec, call, queue))
+                 for spec, call in zip(specs, calls, strict=True)]
+        try:
+            pending = len(tasks)
+            while pending:
+                activity = await queue.get()
+                if activity.done:
+                    pending -= 1
+                yield activity
+            results = [t.result() for t in tasks]
+        finally:
+            for task in tasks:
+                task.cancel()
+        self.results = [
+            llm.Message(role="assistant", parts=(llm.TextPart(text),) if text else (),
+                        tool_calls=tuple(llm.ToolCall(c.id, c.name, c.text) for c in calls)),
+            *(llm.Message(role="tool", parts=(llm.TextPart(r.text),), tool_call_id=c.id,
+                          is_error=r.is_error) for c, (r, _) in zip(calls, results, strict=True))]
+        await run_db(services.inner_messages_store, start=start, dialect=self.turn.spec.dialect,
+                     messages=[services.InnerMessage(
+                         sender=_party(s), recipient=slug, role="tool", content=r.text,
+                         tool_call_id=c.id, latency_ms=ms, error=r.text if r.is_error else "")
+                         for s, c, (r, ms) in zip(specs, calls, results, strict=True)])
+
+    async def _one(self, spec: ToolSpec, call: _Call, queue: asyncio.Queue[llm.ToolActivity]
+                   ) -> tuple[ToolResult, int]:
+        """One call: announced, approved if it must be, run within its bounds."""
+        activity = llm.ToolActivity(call.id, spec.name, spec.server, spec.tool, call.text,
+                                    "running")
+        queue.put_nowait(activity)
+        self._feed(events.tool_call, activity)
+        t0 = time.monotonic()
+        result = await self._result(spec, call, queue, activity)
+        ms = int((time.monotonic() - t0) * 1000)
+        done = llm.ToolActivity(call.id, spec.name, spec.server, spec.tool, call.text,
+                                "failed" if result.is_error else "completed", result.text, ms)
+        self._feed(events.tool_result, done)
+        queue.put_nowait(done)
+        return result, ms
+
+    async def _result(self, spec: ToolSpec, call: _Call, queue: asyncio.Queue[llm.ToolActivity],
+                      activity: llm.ToolActivity) -> ToolResult:
+        try:
+            args = json.loads(call.text) if call.text.strip() else {}
+        except ValueError:
+            args = None
+        if not isinstance(args, dict):
+            return ToolResult(f"{spec.name}: the arguments are not a JSON object: "
+                              f"{call.text[:200]!r}", is_error=True)
+        if spec.needs_approval:
+            queue.put_nowait(llm.ToolActivity(call.id, spec.name, spec.server, spec.tool,
+                                              call.text, "waiting"))
+            refusal = await approval_wait(self.turn, spec, call.id, call.text)
+            if refusal is not None:
+                return ToolResult(refusal, is_error=True)
+        left = min(float(getattr(self.agent, "tool_budget_seconds", 300)) - self.tool_seconds,
+                   self.deadline - time.monotonic())
+        if left <= 0:
+            return ToolResult(f"{spec.name} was not run: no tool time is left for this turn",
+                              is_error=True)
+        t0 = time.monotonic()
+        try:
+            async with asyncio.timeout(min(spec.timeout, left)):
+                return await spec.run(args, self.ctx)
+        except TimeoutError:
+            return ToolResult(f"{spec.name}: no answer within {min(spec.timeout, left):g} s",
+                              is_error=True)
+        except Exception as exc:  # noqa: BLE001 - a tool's bug is the model's error result
+            return ToolResult(f"{spec.name} failed: {type(exc).__name__}: {exc}"[:2000],
+                              is_error=True)
+        finally:
+            self.tool_seconds += time.monotonic() - t0
+
+    def _feed(self, build: Any, activity: llm.ToolActivity) -> None:
+        realtime.send_event(build(agent=self.agent.slug, thread_id=self.ctx.thread_id,
+                                  response_id=self.turn.spec.response_id, activity=activity))
+
+
+def _party(spec: ToolSpec) -> str:
+    """Who a call goes to, as a message's from/to names it: another agent by its slug."""
+    return spec.tool if spec.server == "agents" else spec.name
+
+
+async def _add_memories(turn: Any, scope: str) -> None:
+    users = [m.text for m in turn.request.messages if m.role == "user" and m.text.strip()]
+    facts = await run_db(selectors.memory_recall, agent_id=turn.agent.pk, scope=scope,
+                         query=" ".join(users[-2:]), limit=5)
+    if facts:
+        system = turn.request.system
+        turn.request = turn.request.replace(system=(system + "\n\n" if system else "")
+                                            + "What you remember from earlier conversations:\n"
+                                            + "\n".join(f"- {f}" for f in facts))
