@@ -16,10 +16,12 @@ operator services (its commands). Protocol, in the order a client sees it:
 3. ``connected`` with the snapshot (organism, agents, active threads), then every feed event
    that matches the socket's subscription. Every message the server sends carries
    ``timestamp`` and ``seq`` (1, 2, 3... per socket).
-4. Commands (``subscribe``, ``inject``, ``kill``, ``pause``, ``resume``), each answered by
+4. Commands (``subscribe``, ``inject``, ``kill``, ``pause``, ``resume``, ``approve`` and
+   ``deny`` with an ``approval_id`` and an optional ``reason``), each answered by
    ``{"event": "ack", "id": ..., "cmd": ...}`` or ``{"event": "error", "id": ..., "code": ...,
    "error": ..., "status": ...}`` (what the REST API answers for the same refusal: ``inject``
-   is one rule for both, :mod:`agents.turns.inject`). Bad JSON and unknown commands get an
+   is one rule for both, :mod:`agents.turns.inject`; a decision is
+   :func:`agents.services.approval_decide` for both). Bad JSON and unknown commands get an
    ``error`` too; the socket stays open.
 
 With ``?batch=1`` every message is a JSON array of events (each with its own ``seq``), at most
@@ -68,7 +70,7 @@ log = logging.getLogger("gaia.feed")
 CLOSE_UNAUTHENTICATED = 4001
 CLOSE_FORBIDDEN = 4003
 
-COMMANDS = ("auth", "subscribe", "inject", "kill", "pause", "resume")
+COMMANDS = ("auth", "subscribe", "inject", "kill", "pause", "resume", "approve", "deny")
 
 _WITH_SEQ = '{},"seq":{}}}'.format  # an open JSON text (fanout.open_text) and its seq
 
@@ -479,3 +481,19 @@ class FeedConsumer(AsyncJsonWebsocketConsumer):
 
     async def cmd_resume(self, content: dict[str, Any]) -> dict[str, Any]:
         return await self._set_paused(content, False)
+
+    async def _decide(self, content: dict[str, Any], decision: str) -> dict[str, Any]:
+        reason = content.get("reason") or ""
+        if not isinstance(reason, str):
+            raise InvalidRequest("'reason' is a string.", param="reason")
+        approval = await run_db(
+            services.approval_decide, approval_id=_required_str(content, "approval_id"),
+            decision=decision, reason=reason, api_key=self.api_key,
+            decided_by=services.approval_decider(api_key=self.api_key, username=self.user_label))
+        return {"approval_id": str(approval.pk), "status": approval.status}
+
+    async def cmd_approve(self, content: dict[str, Any]) -> dict[str, Any]:
+        return await self._decide(content, "approve")
+
+    async def cmd_deny(self, content: dict[str, Any]) -> dict[str, Any]:
+        return await self._decide(content, "deny")

@@ -122,7 +122,10 @@ class PaginationFilter(serializers.Serializer):
 
 
 class StrictSerializer(serializers.Serializer):
-    """Unknown fields are errors (a typo must not silently run the default)."""
+    """Unknown fields are errors (a typo must not silently run the default); the schema says
+    so (``additionalProperties: false``, :class:`agents.schema.ApiAutoSchema`)."""
+
+    strict = True
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         unknown = sorted(set(getattr(self, "initial_data", {}) or {}) - set(self.fields))

@@ -50,6 +50,13 @@ class ApiAutoSchema(AutoSchema):
             statuses.append(404)
         return sorted(set(statuses))
 
+    def _map_serializer(self, serializer: Any, direction: Any,
+                        bypass_extensions: bool = False) -> dict[str, Any]:
+        mapped = super()._map_serializer(serializer, direction, bypass_extensions)
+        if getattr(serializer, "strict", False) and direction == "request":
+            mapped["additionalProperties"] = False  # agents.rest.StrictSerializer
+        return mapped
+
     def _get_response_bodies(self, direction: Any = "response") -> dict[str, Any]:
         responses = super()._get_response_bodies(direction)
         for status in self.error_statuses():

@@ -1,8 +1,9 @@
-"""``/api/v1``: the operator API (agents/apis.py)."""
+"""``/api/v1``: the operator API (agents/apis/)."""
 
 from django.urls import path, re_path
 
 from agents import apis
+from agents.apis import tools
 
 app_name = "operator"
 
@@ -12,6 +13,11 @@ urlpatterns = [
     path("organism/config", apis.OrganismConfigApi.as_view(), name="organism-config"),
     path("organism/reload", apis.OrganismReloadApi.as_view(), name="organism-reload"),
     path("agents", apis.AgentListApi.as_view(), name="agent-list"),
+    path("agents/<path:slug>/memories", tools.AgentMemoryListApi.as_view(),
+         name="agent-memories"),
+    # str, not int: "-1" is an unknown memory (404), not another route's 405
+    path("agents/<path:slug>/memories/<str:memory_id>", tools.AgentMemoryDetailApi.as_view(),
+         name="agent-memory"),
     path("agents/<path:slug>/config", apis.AgentConfigApi.as_view(), name="agent-config"),
     path("agents/<path:slug>/schema", apis.AgentSchemaApi.as_view(), name="agent-schema"),
     path("agents/<path:slug>/pause", apis.AgentPauseApi.as_view(), name="agent-pause"),
@@ -23,6 +29,9 @@ urlpatterns = [
          name="thread-messages"),
     path("threads/<str:thread_id>/kill", apis.ThreadKillApi.as_view(), name="thread-kill"),
     path("messages", apis.MessageListApi.as_view(), name="message-list"),
+    path("approvals", tools.ApprovalListApi.as_view(), name="approval-list"),
+    path("approvals/<str:approval_id>", tools.ApprovalDecideApi.as_view(),
+         name="approval-detail"),
     path("inject", apis.InjectApi.as_view(), name="inject"),
     re_path(r"^[\s\S]*$", apis.ApiNotFoundApi.as_view()),
 ]

@@ -23,6 +23,11 @@ from agents.selectors.agents import (
     queue_depth,
     turn_waiting,
 )
+from agents.selectors.approvals import (
+    approval_get,
+    approval_list,
+    approval_public,
+)
 from agents.selectors.config import (
     INJECT_PAYLOAD_SCHEMA,
     REDACTED,
@@ -77,6 +82,9 @@ __all__ = [
     "agent_schema",
     "api_key_cached",
     "api_keys_load",
+    "approval_get",
+    "approval_list",
+    "approval_public",
     "client_label",
     "config_version",
     "config_version_nowait",

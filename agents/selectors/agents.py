@@ -70,13 +70,27 @@ def queue_depth(*, agent_id: int) -> int:
     return _waiting_turns.get(agent_id, 0)
 
 
+def agent_peers() -> dict[str, set[str]]:
+    """Each agent's peers: the agents its ``agent:<slug>`` tools call, and those whose tools
+    call it (reference 003's ``peers``)."""
+    peers: dict[str, set[str]] = {}
+    for slug, tools in Agent.objects.values_list("slug", "tools"):
+        for ref in tools or ():
+            if isinstance(ref, str) and ref.startswith("agent:") and ref[6:] != slug:
+                peers.setdefault(slug, set()).add(ref[6:])
+                peers.setdefault(ref[6:], set()).add(slug)
+    return peers
+
+
 def agent_list_public(*, slug: str | None = None) -> list[dict[str, Any]]:
     """Every agent (or the one ``slug``) with its live state:
 
-    ``paused`` (an operator paused it), ``processing`` (a thread of its holds a live lease, in
-    any process: ``current_thread`` names one), ``waiting`` (turns of this process wait for its
-    provider or a thread lease, none running), ``error`` (its latest turn failed), else
-    ``idle``. ``queue_depth`` counts this process's waiting turns (:func:`queue_depth`)."""
+    ``paused`` (an operator paused it), ``waiting`` (a tool call of its waits for an
+    operator's approval, or turns of this process wait for its provider or a thread lease,
+    none running), ``processing`` (a thread of its holds a live lease, in any process:
+    ``current_thread`` names one), ``error`` (its latest turn failed), else ``idle``.
+    ``queue_depth`` counts this process's waiting turns (:func:`queue_depth`). ``peers``:
+    the agents it may call (``agent:<slug>`` tools) and those that may call it."""
     from django.db.models import Max
     from django.utils import timezone
 
@@ -90,6 +104,9 @@ def agent_list_public(*, slug: str | None = None) -> list[dict[str, Any]]:
     for agent_id, thread_id in (Thread.objects.filter(agent_id__in=ids, lock_expires_at__gt=now)
                                 .order_by("-updated_at").values_list("agent_id", "pk")):
         busy.setdefault(agent_id, str(thread_id))
+    approving = set(Thread.objects.filter(agent_id__in=ids, status=Thread.Status.WAITING)
+                    .values_list("agent_id", flat=True))
+    peers = agent_peers()
     out = []
     for a in agents:
         depth = queue_depth(agent_id=a.pk)
@@ -97,6 +114,8 @@ def agent_list_public(*, slug: str | None = None) -> list[dict[str, Any]]:
                   .values_list("status", flat=True).first())
         if a.paused:
             state = "paused"
+        elif a.pk in approving:
+            state = "waiting"
         elif a.pk in busy:
             state = "processing"
         elif depth:
@@ -116,7 +135,7 @@ def agent_list_public(*, slug: str | None = None) -> list[dict[str, Any]]:
             "current_thread": busy.get(a.pk),
             "queue_depth": depth,
             "last_activity": iso(a.last_activity),
-            "peers": [],
+            "peers": sorted(peers.get(a.slug, ())),
             "provider": a.provider.name,
             "model": a.model_name,
         })

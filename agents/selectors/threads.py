@@ -43,6 +43,10 @@ def message_public(row: Message, *, agent: str, client: str) -> dict[str, Any]:
         payload["tool_calls"] = row.tool_calls
     if row.tool_call_id:
         payload["tool_call_id"] = row.tool_call_id
+    if row.tool_calls or row.tool_call_id:
+        # who runs the tool: the agent's own tools run in Gaia (internal work), a client's
+        # tools in the client
+        payload["origin"] = "agent" if row.internal else "client"
     if row.parts:
         payload["images"] = len(row.parts)
     return {
@@ -101,8 +105,6 @@ def thread_list_active(*, limit: int = 100) -> list[dict[str, Any]]:
     return [thread_public(t, agent=t.agent.slug,
                           client=client_label(user=t.user, api_key=t.api_key))
             for t in threads]
-
-
 
 
 def thread_public_row(thread: Thread) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from agents.services.api_keys import (
 from agents.services.approvals import (
     DECISIONS,
     approval_decide,
+    approval_decider,
     approval_request,
     approval_settle,
 )
@@ -102,6 +103,7 @@ __all__ = [
     "api_key_revoke",
     "api_key_throttle",
     "approval_decide",
+    "approval_decider",
     "approval_request",
     "approval_settle",
     "config_changed",

@@ -14,9 +14,9 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from agents import events, realtime
-from agents.exceptions import Conflict, InvalidRequest, NotFound
-from agents.models import Agent, Approval, Thread
+from agents import events, realtime, selectors
+from agents.exceptions import Conflict, InvalidRequest, PermissionDenied
+from agents.models import Agent, ApiKey, Approval, Thread
 
 DECISIONS = {"approve": Approval.Status.APPROVED, "deny": Approval.Status.DENIED}
 
@@ -45,33 +45,37 @@ def _thread_status(thread_id: Any, agent: Agent, status: str, now: Any) -> None:
         thread_id=thread_id, agent=agent.slug, status=status, message_count=count or 0, at=now))
 
 
+def approval_decider(*, api_key: ApiKey | None, username: str | None) -> str:
+    """Who decided, as stored: the operator key's name, or the staff user's."""
+    if api_key is not None:
+        return f"key:{api_key.name or api_key.prefix}"
+    return f"user:{username or '?'}"
+
+
 @transaction.atomic
-def approval_decide(*, approval_id: Any, decision: str, decided_by: str,
-                    reason: str = "") -> Approval:
+def approval_decide(*, approval_id: Any, decision: str, decided_by: str, reason: str = "",
+                    api_key: ApiKey | None = None) -> Approval:
     """Approve or deny a pending call (``decision``: ``approve`` or ``deny``), saying who.
-    :class:`NotFound` for an unknown one, :class:`Conflict` for one decided already (or
+    :class:`NotFound` for an unknown one, :class:`PermissionDenied` for one of an agent the
+    operator's key may not use (as ``inject``), :class:`Conflict` for one decided already (or
     expired)."""
     if decision not in DECISIONS:
-        raise InvalidRequest("'decision' is 'approve' or 'deny'.", param="decision")
-    try:
-        key = uuid.UUID(str(approval_id))
-    except ValueError:
-        raise NotFound(f"No approval {approval_id!r}.", code="approval_not_found",
-                       param="approval_id") from None
-    now = timezone.now()
-    status = DECISIONS[decision]
-    if not Approval.objects.filter(pk=key, status=Approval.Status.PENDING,
-                                   decided_by_client=False).update(
-            status=status, decided_by=decided_by[:300], reason=reason[:2000], decided_at=now):
-        found = Approval.objects.filter(pk=key, decided_by_client=False).first()
-        if found is None:
-            raise NotFound(f"No approval {approval_id!r}.", code="approval_not_found",
-                           param="approval_id")
+        raise InvalidRequest("'decision' is 'approve' or 'deny'.", param="decision",
+                             code="invalid_decision")
+    found = selectors.approval_get(approval_id=approval_id)
+    allowed = getattr(api_key, "allowed_agent_ids", None) if api_key is not None else None
+    if allowed and found.agent_id not in allowed:
+        raise PermissionDenied(f"This API key may not act for the agent '{found.agent.slug}'.",
+                               code="agent_not_allowed")
+    if not Approval.objects.filter(pk=found.pk, status=Approval.Status.PENDING).update(
+            status=DECISIONS[decision], decided_by=decided_by[:300], reason=reason[:2000],
+            decided_at=timezone.now()):
+        found.refresh_from_db()
         raise Conflict(f"The approval is {found.status} already.", code="approval_decided")
-    approval = Approval.objects.select_related("agent").get(pk=key)
-    realtime.send_event_on_commit(events.approval_decided(approval))
-    realtime.send_control_on_commit("approval_decided", approval_id=str(key))
-    return approval
+    found.refresh_from_db()
+    realtime.send_event_on_commit(events.approval_decided(found))
+    realtime.send_control_on_commit("approval_decided", approval_id=str(found.pk))
+    return found
 
 
 @transaction.atomic

@@ -24,8 +24,10 @@ def memory_remember(*, agent: Agent, scope: str, text: str, thread_id: Any = Non
     return Memory.objects.create(agent=agent, scope=scope, text=text, thread_id=thread_id)
 
 
-def memory_delete(*, agent: Agent, memory_id: int) -> None:
+def memory_delete(*, agent: Agent, memory_id: Any) -> None:
     """Forget one fact of ``agent``; :class:`NotFound` if it has no such memory."""
-    if not Memory.objects.filter(agent=agent, pk=memory_id).delete()[0]:
+    key = str(memory_id)
+    if not key.isdigit() or len(key) > 18 or not Memory.objects.filter(
+            agent=agent, pk=int(key)).delete()[0]:
         raise NotFound(f"The agent '{agent.slug}' has no memory {memory_id}.",
                        code="memory_not_found", param="memory_id")

@@ -1,8 +1,9 @@
 """The real clients the client tests drive, installed from the package registries into
 ``var/clients/`` (ignored by git) and cached there between runs.
 
-* npm: Codex CLI, Claude Code and the MCP reference server ``server-everything`` into ``var/clients/node_modules`` (their native binaries
-  come inside the registry packages).
+* npm: Codex CLI, Claude Code and the MCP reference server ``server-everything`` into
+  ``var/clients/node_modules`` (the clients' native binaries come inside the registry
+  packages).
 * PyPI: each client with its own pinned dependency tree in its own virtualenv
   (``var/clients/<name>``): Aider pins exact versions of ``openai``, ``pydantic`` and more that
   conflict with Gaia's, and the Agents SDK pins ``websockets<17``; Gaia's venv stays as it is.

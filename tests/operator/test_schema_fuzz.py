@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -80,8 +81,13 @@ def world(gaia_server: Any, make_key: Any, make_agent: Any) -> Iterator[dict[str
     artifact = gaia_server.log_path.parent / "files" / f"benchmarks/runs/{run.pk}/summary.json"
     artifact.parent.mkdir(parents=True, exist_ok=True)
     artifact.write_text(json.dumps(run.summary))
+    memory = services.memory_remember(agent=agent, scope="key:1", text="The sky is green.")
+    approval = services.approval_request(
+        approval_id=uuid.uuid4(), thread_id=start.thread_id, agent=agent, response_id="r",
+        call_id="c", tool="calculator", server="gaia", arguments="{}", timeout=600)
     yield {"slug": agent.slug, "thread_id": str(start.thread_id), "run_id": run.pk,
-           "name": "summary.json", "secret": secret}
+           "name": "summary.json", "secret": secret, "memory_id": memory.pk,
+           "approval_id": str(approval.pk)}
     _purge_queued_runs()
 
 
@@ -138,7 +144,8 @@ def test_the_live_schema_documents_every_operation(live_schema: Any) -> None:
 def test_operation_survives_fuzzing(method: str, path: str, live_schema: Any,
                                     world: dict[str, Any], gaia_server: Any) -> None:
     operation = live_schema[path][method]
-    real = {name: world[name] for name in ("slug", "thread_id", "run_id", "name")
+    real = {name: world[name] for name in ("slug", "thread_id", "run_id", "name", "memory_id",
+                                           "approval_id")
             if "{" + name + "}" in path}
     strategies = [operation.as_strategy(GenerationMode.POSITIVE),
                   operation.as_strategy(GenerationMode.NEGATIVE)]
