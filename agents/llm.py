@@ -158,6 +158,30 @@ ANSWER_FIELDS = ("response_format", "seed", "top_k", "frequency_penalty", "prese
 HINT_FIELDS = ("reasoning_effort", "thinking", "parallel_tool_calls", "service_tier", "metadata")
 
 
+@dataclass(frozen=True)
+class ClientMcp:
+    """A Responses client's ``{"type": "mcp", ...}`` tool, checked
+    (:func:`agents.tools.client_mcp_server`): a streamable HTTP server an operator allowed."""
+
+    label: str
+    url: str
+    headers: tuple[tuple[str, str], ...] = ()
+    allowed_tools: frozenset[str] | None = None  # None: every tool
+    read_only_only: bool = False  # allowed_tools {"read_only": true}
+    # require_approval: "always", "never", or {"always": [...], "never": [...]} (names)
+    require_approval: Any = "always"
+
+
+@dataclass(frozen=True)
+class ApprovalAnswer:
+    """A Responses client's ``mcp_approval_response`` input item."""
+
+    request_id: str  # the mcp_approval_request item's id
+    approve: bool
+    reason: str = ""
+    param: str = "input"  # where it was in the request (for an error about it)
+
+
 @dataclass(slots=True)
 class LLMRequest:
     model: str  # the upstream model name
@@ -171,6 +195,10 @@ class LLMRequest:
     stop: list[str] = field(default_factory=list)
     user: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    # A Responses client's own MCP servers (its "mcp" tools), run by Gaia for this turn, and
+    # its answers to their approval requests: for the agent loop, never for a provider.
+    client_mcp: tuple[ClientMcp, ...] = ()
+    approval_answers: tuple[ApprovalAnswer, ...] = ()
 
     def replace(self, **changes: Any) -> LLMRequest:
         return dataclasses.replace(self, **changes)
@@ -225,6 +253,7 @@ class ToolActivity:
     status: Literal["running", "waiting", "completed", "failed"]
     output: str = ""
     duration_ms: int | None = None
+    approval_request_id: str | None = None  # a Responses client approved it (its request)
 
     @property
     def done(self) -> bool:
@@ -248,9 +277,23 @@ class ToolsListed:
 
     server: str
     tools: tuple[dict[str, Any], ...]
+    error: str = ""  # the server could not be listed
 
 
-Event = TextDelta | ReasoningDelta | ToolCallDelta | Usage | Finish | ToolActivity | ToolsListed
+@dataclass(frozen=True, slots=True)
+class ApprovalRequest:
+    """A call of a Responses client's own MCP tool that its client must approve first: the
+    response ends with it (OpenAI's ``mcp_approval_request``); the client's
+    ``mcp_approval_response`` continues it."""
+
+    request_id: str
+    server: str
+    tool: str
+    arguments: str
+
+
+Event = (TextDelta | ReasoningDelta | ToolCallDelta | Usage | Finish | ToolActivity | ToolsListed
+         | ApprovalRequest)
 
 
 class Backend(Protocol):

@@ -21,6 +21,7 @@ providers apply, a paused agent or an operator's kill of such a thread fails tha
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import json
 import logging
@@ -184,6 +185,8 @@ class _RunExecution:
             return status if finished else await self._stopped()
         finally:
             await asyncio.to_thread(shutil.rmtree, work, True)
+            with contextlib.suppress(Exception):  # MCP servers the run's agents started
+                await asyncio.wait_for(turns.tools_close(), 5)
 
     async def _heartbeat(self) -> bool:
         self.last_beat = time.monotonic()

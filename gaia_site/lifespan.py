@@ -5,7 +5,8 @@ its handlers before the lifespan starts), so from the moment a stop is asked for
 the server later cancels are recorded as interrupted rather than as clients that left; and it
 schedules one sweep for turns a dead process left behind (their leases expire a lease's length
 after it died). At shutdown, after the server's graceful period, it waits until every turn of
-the process is recorded and its lease released. With ``GAIA_PIN_CORES`` it pins the process to
+the process is recorded and its lease released, then closes its MCP connections (the stdio
+servers it started stop). With ``GAIA_PIN_CORES`` it pins the process to
 a core of its own (:mod:`gaia_site.affinity`).
 """
 
@@ -90,5 +91,7 @@ class Lifespan:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._sweep
         await turns.drain_wait(SHUTDOWN_RECORD_SECONDS)
+        with contextlib.suppress(Exception):  # MCP servers this process started end with it
+            await asyncio.wait_for(turns.tools_close(), 5)
         with contextlib.suppress(Exception):
             await asyncio.wait_for(realtime.flush(), 2)

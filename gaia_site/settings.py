@@ -281,6 +281,11 @@ GAIA_FEED_AUTH_SECONDS = env.float("GAIA_FEED_AUTH_SECONDS", default=5.0)
 # 0.4 s), so that however many dashboards watch, the feed's cost to /v1 stays bounded.
 GAIA_FEED_BATCH_RATE = env.float("GAIA_FEED_BATCH_RATE", default=250.0)
 
+# The MCP servers a Responses client may have Gaia call for it (its {"type": "mcp"} tools):
+# streamable HTTP URLs, exact, or a prefix ending in "*". Empty (the default): none. Gaia never
+# starts a process or reaches an address only because a client asked.
+GAIA_MCP_ALLOWED_URLS = env.list("GAIA_MCP_ALLOWED_URLS", default=[])
+
 # Gaia's logs (one gaia.access line per /v1 and /api request among them): plain text, or one
 # JSON object per line whose fields a log pipeline can index.
 GAIA_LOG_FORMAT = env.str("GAIA_LOG_FORMAT", default="plain")

@@ -13,7 +13,10 @@ from agents.services.api_keys import (
     request_authorize,
 )
 from agents.services.approvals import (
+    CLIENT_REQUEST_PREFIX,
     DECISIONS,
+    approval_answer,
+    approval_client_request_id,
     approval_decide,
     approval_decider,
     approval_request,
@@ -76,6 +79,7 @@ __all__ = [
     "AGENT_FIELDS",
     "AGENT_PAUSED_RETRY_AFTER",
     "BATCH",
+    "CLIENT_REQUEST_PREFIX",
     "DECISIONS",
     "EMPTY_DIGEST",
     "FAILED_FINISHES",
@@ -102,6 +106,8 @@ __all__ = [
     "api_key_create",
     "api_key_revoke",
     "api_key_throttle",
+    "approval_answer",
+    "approval_client_request_id",
     "approval_decide",
     "approval_decider",
     "approval_request",

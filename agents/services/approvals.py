@@ -91,3 +91,38 @@ def approval_settle(*, approval_id: Any, agent: Agent) -> Approval:
     if not approval.decided_by_client:
         _thread_status(approval.thread_id, agent, Thread.Status.ACTIVE, now)
     return approval
+
+
+CLIENT_REQUEST_PREFIX = "mcpr_"
+
+
+def approval_client_request_id(approval: Approval) -> str:
+    """The ``mcp_approval_request`` item's id of a client's approval."""
+    return f"{CLIENT_REQUEST_PREFIX}{approval.pk.hex}"
+
+
+@transaction.atomic
+def approval_answer(*, request_id: str, approve: bool, reason: str, api_key: ApiKey | None,
+                    param: str) -> Approval:
+    """A Responses client's ``mcp_approval_response``: the approval it answers (a request of
+    a response of this key's, not answered yet), now decided by the client.
+    :class:`InvalidRequest` (about ``param``) otherwise."""
+    found = None
+    if request_id.startswith(CLIENT_REQUEST_PREFIX):
+        try:
+            key = uuid.UUID(request_id.removeprefix(CLIENT_REQUEST_PREFIX))
+        except ValueError:
+            key = None
+        if key is not None:
+            found = (Approval.objects.select_for_update().select_related("thread")
+                     .filter(pk=key, decided_by_client=True, thread__api_key=api_key).first())
+    if found is None:
+        raise InvalidRequest(f"No MCP approval request {request_id!r} of yours.", param=param,
+                             code="unknown_approval_request")
+    if found.status != Approval.Status.PENDING:
+        raise InvalidRequest(f"The approval request {request_id!r} was answered already.",
+                             param=param, code="approval_answered")
+    found.status = Approval.Status.APPROVED if approve else Approval.Status.DENIED
+    found.decided_by, found.reason, found.decided_at = "client", reason[:2000], timezone.now()
+    found.save(update_fields=["status", "decided_by", "reason", "decided_at"])
+    return found

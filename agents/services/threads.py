@@ -301,6 +301,8 @@ class TurnResult:
     # lists it was offered: stored as the turn's internal messages, rendered by the dialects.
     tool_steps: list[Any] = field(default_factory=list)
     tool_listings: list[Any] = field(default_factory=list)
+    # Calls a Responses client must approve (agents.llm.ApprovalRequest): the reply ends there.
+    approval_requests: list[Any] = field(default_factory=list)
 
     @property
     def status(self) -> str:

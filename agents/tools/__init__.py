@@ -16,6 +16,7 @@ import os
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from agents import llm
 from agents.database import run_db
 from agents.models import Agent, McpServer
 from agents.tools.base import (
@@ -28,14 +29,16 @@ from agents.tools.base import (
     approval_needed,
 )
 from agents.tools.builtins import BUILTINS
-from agents.tools.mcp import McpConfig, McpError, mcp_close_all, mcp_connection
+from agents.tools.client import client_approval_needed, client_mcp_server, client_tool_allowed
+from agents.tools.mcp import McpConfig, McpConnection, McpError, mcp_close_all, mcp_connection
 
 log = logging.getLogger("gaia.tools")
 
 Delegate = Callable[[str, str, ToolContext], Awaitable[ToolResult]]
 
 __all__ = ["AGENTS", "BUILTIN", "BUILTINS", "Delegate", "McpConfig", "ToolContext", "ToolResult",
-           "ToolSpec", "Toolbox", "mcp_close_all", "tool_names", "toolbox_for"]
+           "ToolSpec", "Toolbox", "client_mcp_server", "mcp_close_all", "tool_names",
+           "toolbox_for"]
 
 
 def tool_names(agent: Agent) -> list[str]:
@@ -75,9 +78,11 @@ async def _mcp_configs(agent: Agent, names: list[str]) -> dict[str, tuple[McpCon
 
 
 async def toolbox_for(agent: Agent, *, delegate: Delegate | None = None,
-                      taken: set[str] | frozenset[str] = frozenset()) -> Toolbox:
+                      taken: set[str] | frozenset[str] = frozenset(),
+                      client_mcp: tuple[llm.ClientMcp, ...] = ()) -> Toolbox:
     """The tools one turn of ``agent`` offers its model. ``taken``: names the client's own
     tools use (a client's tool keeps its name; the agent's of that name is left out).
+    ``client_mcp``: a Responses client's own MCP servers, for this turn only.
     A server that cannot be listed is left out (``problems`` says why); the turn goes on."""
     box = Toolbox()
     names = tool_names(agent)
@@ -96,7 +101,41 @@ async def toolbox_for(agent: Agent, *, delegate: Delegate | None = None,
             box.problems.append(f"unknown tool {ref!r}")
     for name in taken & set(box.tools):
         box.tools.pop(name)
+    for server in client_mcp:
+        await _add_client_mcp(box, server)
     return box
+
+
+async def _add_client_mcp(box: Toolbox, server: llm.ClientMcp) -> None:
+    """A client's server: its own connection for this turn (its headers are the client's),
+    its allowed tools as ``mcp__<label>__<tool>``, each approved by the client if its rule
+    says so. Not listed: OpenAI's ``mcp_list_tools`` item with an ``error``."""
+    config = McpConfig(name=server.label, url=server.url, headers=server.headers)
+    connection = McpConnection(config)
+    box.connections.append(connection)
+    try:
+        listed = await connection.tools()
+    except McpError as exc:
+        box.listings[server.label] = []
+        box.listing_errors[server.label] = str(exc)
+        return
+    listing = []
+    for tool in listed:
+        visible = f"mcp__{server.label}__{tool.name}"
+        if not client_tool_allowed(server, tool) or visible in box.tools:
+            continue
+        listing.append({"name": tool.name, "description": tool.description or "",
+                        "input_schema": tool.input_schema or {"type": "object"}})
+
+        async def run(args: dict[str, Any], ctx: ToolContext, tool: str = tool.name) -> ToolResult:
+            return await connection.call(tool, args, within=config.timeout)
+
+        box.add(ToolSpec(
+            name=visible, description=tool.description or tool.name,
+            parameters=tool.input_schema or {"type": "object", "properties": {}},
+            server=server.label, tool=tool.name, run=run, timeout=config.timeout,
+            client_approval=client_approval_needed(server, tool)))
+    box.listings[server.label] = listing
 
 
 def _with(spec: ToolSpec, **changes: Any) -> ToolSpec:

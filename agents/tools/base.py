@@ -54,8 +54,10 @@ class ToolSpec:
     server: str
     tool: str
     run: Runner
-    needs_approval: bool = False
+    needs_approval: bool = False  # an operator's (the agent's or its server's rule)
     timeout: float = 60.0
+    client_approval: bool = False  # a Responses client's own server: its client approves
+    read_only: bool = False  # the server says the tool changes nothing (readOnlyHint)
 
     def as_llm(self) -> llm.Tool:
         return llm.Tool(self.name, self.description, self.parameters)
@@ -70,6 +72,14 @@ class Toolbox:
     tools: dict[str, ToolSpec] = field(default_factory=dict)
     listings: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)  # servers that could not be listed
+    listing_errors: dict[str, str] = field(default_factory=dict)  # a client's server: why
+    # A client's own servers' connections: this turn's alone, closed when it ends.
+    connections: list[Any] = field(default_factory=list)
+
+    async def close(self) -> None:
+        for connection in self.connections:
+            await connection.close()
+        self.connections.clear()
 
     def add(self, spec: ToolSpec) -> None:
         self.tools[spec.name] = spec

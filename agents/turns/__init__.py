@@ -9,9 +9,15 @@ benchmark runs) import this package, never its modules.
   (``team/<slug>``), :mod:`~agents.turns.auto` (``auto``), :mod:`~agents.turns.catalogue`
   (which models exist), :mod:`~agents.turns.requests` (an agent as a provider request),
   :mod:`~agents.turns.reply` (a reply as it streams), :mod:`~agents.turns.registry` (the turns
-  in flight: leases, kill, drain).
+  in flight: leases, kill, drain), :mod:`~agents.turns.loop` (an agent's own tools, run for its
+  model), :mod:`~agents.turns.approvals` (a call that waits for an operator),
+  :mod:`~agents.turns.delegate` (an agent that asks another).
+
+:func:`tools_close` ends the current event loop's tool connections (MCP servers): a server
+process calls it as it stops, a benchmark worker at the end of a run's loop.
 """
 
+from agents.tools import mcp_close_all as tools_close
 from agents.turns import delegate as _delegate  # noqa: F401 - agents may call agents
 from agents.turns.catalogue import AUTO, is_virtual, model_entry, model_entry_anthropic
 from agents.turns.door import (
@@ -60,6 +66,7 @@ __all__ = [
     "model_list",
     "stored_reply",
     "thread_kill_local",
+    "tools_close",
     "turn_ask",
     "turn_inject",
     "turn_open",

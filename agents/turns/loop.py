@@ -23,7 +23,8 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import AsyncIterator
+import uuid
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +36,8 @@ from agents.turns.approvals import approval_wait
 # How an agent's agent:<slug> tool runs the callee's turn: set by agents.turns.delegate when
 # it is imported (it needs the Turn, which needs this module).
 delegate_hook: Delegate | None = None
+# How long a Responses client's approval request stays answerable (OpenAI sets no bound).
+CLIENT_APPROVAL_SECONDS = 24 * 3600.0
 
 
 @dataclass
@@ -70,6 +73,8 @@ class AgentLoop:
         self.tool_seconds = 0.0
         self.deadline = time.monotonic() + float(getattr(self.agent, "max_turn_seconds", 900))
         self.note = ""
+        self.answered: list[Any] = []  # the client's answers to its approval requests
+        self.asked = False  # this round asked the client to approve a call: the turn ends
 
     @classmethod
     async def prepare(cls, turn: Any) -> AgentLoop | None:
@@ -83,25 +88,53 @@ class AgentLoop:
                           extra={"run_id": spec.run_id})
         if scope is not None:
             await _add_memories(turn, scope)
-        if not (agent.tools or scope) or not turn.backend_accepts_tools:
+        client = spec.request
+        if not (agent.tools or scope or client.client_mcp or client.approval_answers) or (
+                not turn.backend_accepts_tools):
             return None
-        client_tools = {t.name for t in turn.request.tools}
-        box = await toolbox_for(agent, delegate=delegate_hook, taken=client_tools)
-        if not box:
+        answered = [await run_db(services.approval_answer, request_id=a.request_id,
+                                 approve=a.approve, reason=a.reason, api_key=spec.api_key,
+                                 param=a.param) for a in client.approval_answers]
+        box = await toolbox_for(agent, delegate=delegate_hook,
+                                taken={t.name for t in turn.request.tools},
+                                client_mcp=client.client_mcp)
+        if not box and not answered:
             return None
         turn.request = turn.request.replace(
             tools=[*turn.request.tools, *(t.as_llm() for t in box.tools.values())])
         if box.problems:
             turn.result.note = (turn.result.note + " Tools left out: "
                                 + "; ".join(box.problems)).strip()
-        return cls(turn, box, ctx)
+        made = cls(turn, box, ctx)
+        made.answered = answered
+        return made
 
-    async def run(self, first: AsyncIterator[llm.Event]) -> AsyncIterator[llm.Event]:
+    async def run(self, first: Callable[[llm.LLMRequest], AsyncIterator[llm.Event]]
+                  ) -> AsyncIterator[llm.Event]:
+        """The turn's events: ``first(request)`` is the provider's first answer."""
+        try:
+            async for event in self._run(first):
+                yield event
+        finally:
+            await asyncio.shield(self.toolbox.close())
+
+    async def _run(self, first: Callable[[llm.LLMRequest], AsyncIterator[llm.Event]]
+                   ) -> AsyncIterator[llm.Event]:
         request = self.turn.request
         for server, tools in self.toolbox.listings.items():
-            yield llm.ToolsListed(server, tuple(tools))
+            yield llm.ToolsListed(server, tuple(tools),
+                                  self.toolbox.listing_errors.get(server, ""))
+        if self.answered:  # the calls the client answered run before the model goes on
+            calls, answers = self._answered_calls()
+            async for activity in self._round(calls, "", answers):
+                yield activity
+            history = list(request.messages)
+            if history and history[-1].role == "assistant" and not (
+                    history[-1].text or history[-1].tool_calls):
+                history.pop()  # the reply that asked: it said nothing
+            request = request.replace(messages=[*history, *self.results])
         usage = [0, 0, False]
-        stream: AsyncIterator[llm.Event] = first
+        stream: AsyncIterator[llm.Event] = first(request)
         steps = 0
         final = False  # the model must answer now: no tool of the agent runs any more
         while True:
@@ -143,6 +176,10 @@ class AgentLoop:
                 return
             async for activity in self._round(calls, "".join(text)):
                 yield activity
+            if self.asked:  # the client approves first: this response ends with its request
+                yield llm.Usage(usage[0], usage[1], estimated=bool(usage[2]))
+                yield llm.Finish("stop")
+                return
             request = request.replace(
                 messages=[*request.messages, *self.results], tool_choice=llm.ToolChoice())
             steps += 1
@@ -170,12 +207,27 @@ class AgentLoop:
             return False
         return True
 
-    async def _round(self, calls: list[_Call], text: str) -> AsyncIterator[llm.ToolActivity]:
+    def _answered_calls(self) -> tuple[list[_Call], dict[str, Any]]:
+        """The calls the client answered (approved or not), as calls of a round."""
+        calls, answers = [], {}
+        for approval in self.answered:
+            calls.append(_Call(approval.call_id, approval.tool, [approval.arguments]))
+            answers[approval.call_id] = approval
+            if approval.tool not in self.toolbox.tools:
+                self.toolbox.add(_missing(approval))
+        self.answered = []
+        return calls, answers
+
+    async def _round(self, calls: list[_Call], text: str, answers: dict[str, Any] | None = None
+                     ) -> AsyncIterator[llm.Event]:
         """Run one round's calls at once, yielding their activity as it happens; leaves the
-        messages the model gets back in ``self.results`` and stores the round."""
+        messages the model gets back in ``self.results`` and stores the round. A call of a
+        client's server that the client must approve is not run: its request ends the
+        turn (``self.asked``); ``answers`` holds the client's answers, by call id."""
         start = await self.turn.started()
         self.ctx.thread_id = start.thread_id if start is not None else None
         slug = self.agent.slug
+        answers = answers or {}
         specs = [self.toolbox.tools[c.name] for c in calls]
         call_message = services.InnerMessage(
             sender=slug, recipient=", ".join(_party(s) for s in specs), role="assistant",
@@ -184,8 +236,17 @@ class AgentLoop:
         rows = await run_db(services.inner_messages_store, start=start,
                             messages=[call_message], dialect=self.turn.spec.dialect)
         self.ctx.extra["call_message_id"] = rows[0].pk
+        asking = [(s, c) for s, c in zip(specs, calls, strict=True)
+                  if s.client_approval and c.id not in answers]
+        for spec, call in asking:
+            yield await self._ask_client(spec, call, start)
+        if asking:
+            self.asked = True
+            asked = {c.id for _, c in asking}
+            kept = [(s, c) for s, c in zip(specs, calls, strict=True) if c.id not in asked]
+            specs, calls = [s for s, _ in kept], [c for _, c in kept]
         queue: asyncio.Queue[llm.ToolActivity] = asyncio.Queue()
-        tasks = [asyncio.create_task(self._one(spec, call, queue))
+        tasks = [asyncio.create_task(self._one(spec, call, queue, answers.get(call.id)))
                  for spec, call in zip(specs, calls, strict=True)]
         try:
             pending = len(tasks)
@@ -209,18 +270,35 @@ class AgentLoop:
                          tool_call_id=c.id, latency_ms=ms, error=r.text if r.is_error else "")
                          for s, c, (r, ms) in zip(specs, calls, results, strict=True)])
 
-    async def _one(self, spec: ToolSpec, call: _Call, queue: asyncio.Queue[llm.ToolActivity]
-                   ) -> tuple[ToolResult, int]:
+    async def _ask_client(self, spec: ToolSpec, call: _Call, start: Any) -> llm.ApprovalRequest:
+        """Store the client's approval request of ``call`` (answered in a later request)."""
+        approval = await run_db(
+            services.approval_request, approval_id=uuid.uuid4(), thread_id=start.thread_id,
+            agent=self.agent, response_id=self.turn.spec.response_id, call_id=call.id,
+            tool=spec.name, server=spec.server, arguments=call.text,
+            timeout=CLIENT_APPROVAL_SECONDS, by_client=True)
+        return llm.ApprovalRequest(services.approval_client_request_id(approval), spec.server,
+                                   spec.tool, call.text)
+
+    async def _one(self, spec: ToolSpec, call: _Call, queue: asyncio.Queue[llm.ToolActivity],
+                   answer: Any = None) -> tuple[ToolResult, int]:
         """One call: announced, approved if it must be, run within its bounds."""
+        asked = services.approval_client_request_id(answer) if answer is not None else None
         activity = llm.ToolActivity(call.id, spec.name, spec.server, spec.tool, call.text,
-                                    "running")
+                                    "running", approval_request_id=asked)
         queue.put_nowait(activity)
         self._feed(events.tool_call, activity)
         t0 = time.monotonic()
-        result = await self._result(spec, call, queue, activity)
+        if answer is not None and answer.status != "approved":
+            why = f": {answer.reason}" if answer.reason else ""
+            result = ToolResult(f"{spec.name} was not run: the client denied it{why}.",
+                                is_error=True)
+        else:
+            result = await self._result(spec, call, queue, activity)
         ms = int((time.monotonic() - t0) * 1000)
         done = llm.ToolActivity(call.id, spec.name, spec.server, spec.tool, call.text,
-                                "failed" if result.is_error else "completed", result.text, ms)
+                                "failed" if result.is_error else "completed", result.text, ms,
+                                approval_request_id=asked)
         self._feed(events.tool_result, done)
         queue.put_nowait(done)
         return result, ms
@@ -261,6 +339,17 @@ class AgentLoop:
     def _feed(self, build: Any, activity: llm.ToolActivity) -> None:
         realtime.send_event(build(agent=self.agent.slug, thread_id=self.ctx.thread_id,
                                   response_id=self.turn.spec.response_id, activity=activity))
+
+
+def _missing(approval: Any) -> ToolSpec:
+    """A call the client approved of a server its new request no longer offers."""
+
+    async def run(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        return ToolResult(f"{approval.tool} was not run: the MCP server '{approval.server}' is "
+                          "not among this request's tools", is_error=True)
+
+    return ToolSpec(name=approval.tool, description="", parameters={}, server=approval.server,
+                    tool=approval.tool.rsplit("__", 1)[-1], run=run)
 
 
 def _party(spec: ToolSpec) -> str:

@@ -37,12 +37,13 @@ class Reply:
         self.finish_reason: str | None = None
         self.steps: list[llm.ToolActivity] = []  # the agent's own tool calls, as they ended
         self.listings: list[llm.ToolsListed] = []
+        self.approvals: list[llm.ApprovalRequest] = []  # a Responses client approves first
         self.delta_at = 0.0  # when the feed last heard of this reply's progress
         self._delta_sent = (0, 0, 0)  # text, reasoning and tool-call parts already published
 
     def absorb(self, event: Any) -> None:
         if self.first_at is None and not isinstance(event, llm.Usage | llm.Finish
-                                                    | llm.ToolsListed):
+                                                    | llm.ToolsListed | llm.ApprovalRequest):
             self.first_at = time.monotonic()
         if isinstance(event, llm.TextDelta):
             self.text.append(event.text)
@@ -62,6 +63,8 @@ class Reply:
                 self.steps.append(event)
         elif isinstance(event, llm.ToolsListed):
             self.listings.append(event)
+        elif isinstance(event, llm.ApprovalRequest):
+            self.approvals.append(event)
 
     def delta_due(self) -> bool:
         return time.monotonic() - self.delta_at >= DELTA_INTERVAL
@@ -112,6 +115,7 @@ class Reply:
         if self.finish_reason:
             result.finish_reason = self.finish_reason
         result.tool_steps, result.tool_listings = list(self.steps), list(self.listings)
+        result.approval_requests = list(self.approvals)
         if self.first_at is not None:
             result.ttft_ms = int((self.first_at - self.t0) * 1000)
 

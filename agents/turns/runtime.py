@@ -111,8 +111,9 @@ class Turn:
             raise
         self.request, self.input_tokens = fitted.request, fitted.input_tokens
         self.backend_accepts_tools = backend.accepts_tools
-        self.agent_loop = await AgentLoop.prepare(self) if spec.agent.tools or (
-            spec.agent.memory != "off") else None
+        self.agent_loop = await AgentLoop.prepare(self) if (
+            spec.agent.tools or spec.agent.memory != "off" or client.client_mcp
+            or client.approval_answers) else None
         self.trimmed, self.result.note = fitted.trimmed, fitted.note
         if settings.GAIA_SHOW_PROMPTS:
             prompt_log.debug("prompt to %s: %r", spec.agent.provider.name, self.request)
@@ -314,10 +315,11 @@ class Turn:
 
     def _send(self, *, on_sent: Any = None) -> None:
         assert self.request is not None
-        stream = self.provider_stream(
-            self.request, on_sent=on_sent or (lambda: self._set_waiting(False)))
+        sent = on_sent or (lambda: self._set_waiting(False))
         if self.agent_loop is not None:
-            stream = self.agent_loop.run(stream)
+            stream = self.agent_loop.run(lambda r: self.provider_stream(r, on_sent=sent))
+        else:
+            stream = self.provider_stream(self.request, on_sent=sent)
         self._pump_task = asyncio.create_task(self._pump(stream))
 
     def provider_stream(self, request: llm.LLMRequest, *, on_sent: Any = None) -> Any:

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agents import llm
 from agents.exceptions import InvalidRequest
+from agents.tools import client_mcp_server
 from openai_api.dialects.base import Dialect, Parsed
 from openai_api.dialects.chat import response_format_from
 from openai_api.dialects.common import (
@@ -114,13 +115,16 @@ def _arguments(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
-def parse_input(items: str | list[dict[str, Any]]) -> tuple[list[str], list[llm.Message]]:
-    """System texts and canonical messages from ``input``.
+def parse_input(items: str | list[dict[str, Any]], answers: list[llm.ApprovalAnswer] | None = None
+                ) -> tuple[list[str], list[llm.Message]]:
+    """System texts and canonical messages from ``input``; the client's answers to MCP
+    approval requests (``mcp_approval_response``) join ``answers``.
 
     A ``function_call`` joins the assistant message before it (an answer's text and its calls
     are one assistant turn, as Chat Completions stores them); ``reasoning`` items are the
-    agent's own steps and are not fed back as its words.
+    agent's own steps and are not fed back as its words, nor are its MCP items.
     """
+    answers = answers if answers is not None else []
     if isinstance(items, str):
         return [], [llm.Message("user", (llm.TextPart(items),))]
     system: list[str] = []
@@ -178,8 +182,18 @@ def parse_input(items: str | list[dict[str, Any]]) -> tuple[list[str], list[llm.
             parts = _parts(output, f"{where}.output", images=True) if isinstance(
                 output, list) else ((llm.TextPart(str(output)),) if output != "" else ())
             messages.append(llm.Message("tool", parts, tool_call_id=call_id))
-        elif kind == "reasoning":
-            continue
+        elif kind == "mcp_approval_response":
+            request_id, approve = item.get("approval_request_id"), item.get("approve")
+            if not isinstance(request_id, str) or not isinstance(approve, bool):
+                raise InvalidRequest("mcp_approval_response items need 'approval_request_id' "
+                                     "and 'approve' (true or false).",
+                                     param=f"{where}.approval_request_id")
+            reason = item.get("reason")
+            answers.append(llm.ApprovalAnswer(request_id, approve,
+                                              reason if isinstance(reason, str) else "",
+                                              f"{where}.approval_request_id"))
+        elif kind in ("reasoning", "mcp_list_tools", "mcp_call", "mcp_approval_request"):
+            continue  # the reply's own records, sent back: its thread holds them already
         else:
             raise InvalidRequest(f"Input items of type {kind!r} are not supported.",
                                  param=f"{where}.type", code="unsupported_input_item")
@@ -228,7 +242,7 @@ def _tools(tools: list[dict[str, Any]] | None) -> list[llm.Tool]:
                                        _format_note(tool.get("format"))))
             continue
         if kind != "function":
-            continue
+            continue  # mcp tools: client_mcp; hosted tools: not offered
         spec = tool.get("function") if isinstance(tool.get("function"), dict) else tool
         name = spec.get("name")
         if not isinstance(name, str) or not name:
@@ -275,7 +289,12 @@ def parse_request(data: dict[str, Any]) -> tuple[ResponseRequestIn, llm.LLMReque
     req: ResponseRequestIn = validate(ResponseRequestIn, data)
     if isinstance(req.input, list) and not req.input:
         raise InvalidRequest("'input' must not be empty.", param="input")
-    system, messages = parse_input(req.input)
+    answers: list[llm.ApprovalAnswer] = []
+    system, messages = parse_input(req.input, answers)
+    if answers and not req.previous_response_id:
+        raise InvalidRequest("An mcp_approval_response continues the response that asked: "
+                             "send it with that response's id as 'previous_response_id'.",
+                             param="previous_response_id")
     if req.instructions:
         system.insert(0, req.instructions)
     extra: dict[str, Any] = {}
@@ -305,6 +324,9 @@ def parse_request(data: dict[str, Any]) -> tuple[ResponseRequestIn, llm.LLMReque
         top_p=req.top_p,
         user=(req.user or req.safety_identifier or "")[:300] or None,  # Thread.user's length
         extra=extra,
+        client_mcp=tuple(client_mcp_server(t, f"tools[{i}]") for i, t in enumerate(req.tools or [])
+                         if isinstance(t, dict) and t.get("type") == "mcp"),
+        approval_answers=tuple(answers),
     )
     return req, canonical
 
@@ -326,6 +348,11 @@ def echo_fields(req: ResponseRequestIn) -> dict[str, Any]:
          "parameters": t.parameters, "strict": False}
         for t in _tools(req.tools)
     ]
+    tools.extend(  # a client's MCP servers, as given less their headers (its secrets)
+        {"type": "mcp", "server_label": t.get("server_label"), "server_url": t.get("server_url"),
+         "allowed_tools": t.get("allowed_tools"), "require_approval": t.get("require_approval"),
+         "headers": None}
+        for t in req.tools or [] if isinstance(t, dict) and t.get("type") == "mcp")
     choice: Any = req.tool_choice if isinstance(req.tool_choice, str) else "auto"
     if isinstance(req.tool_choice, dict) and req.tool_choice.get("type") in ("function",
                                                                              "custom"):
@@ -373,7 +400,8 @@ class Responses(Dialect):
             output=output_items(response_id=response_id, text=result.text,
                                 reasoning=result.reasoning, tool_calls=result.tool_calls,
                                 tools=parsed.extra["tools"], steps=result.tool_steps,
-                                listings=result.tool_listings),
+                                listings=result.tool_listings,
+                                approvals=result.approval_requests),
             usage=turn.usage, echo=parsed.extra["echo"])
 
     async def frames(self, parsed: Parsed, turn: Any) -> Frames:

@@ -92,7 +92,14 @@ def mcp_list_tools_item(item_id: str, listed: llm.ToolsListed) -> dict[str, Any]
     return {"id": item_id, "type": "mcp_list_tools", "server_label": listed.server,
             "tools": [{"name": t["name"], "description": t.get("description") or None,
                        "input_schema": t.get("input_schema") or {"type": "object"},
-                       "annotations": None} for t in listed.tools], "error": None}
+                       "annotations": None} for t in listed.tools],
+            "error": listed.error or None}
+
+
+def mcp_approval_request_item(asked: llm.ApprovalRequest) -> dict[str, Any]:
+    """A call of the client's own MCP server that waits for its ``mcp_approval_response``."""
+    return {"id": asked.request_id, "type": "mcp_approval_request", "name": asked.tool,
+            "server_label": asked.server, "arguments": asked.arguments}
 
 
 def mcp_call_item(item_id: str, activity: llm.ToolActivity) -> dict[str, Any]:
@@ -105,7 +112,7 @@ def mcp_call_item(item_id: str, activity: llm.ToolActivity) -> dict[str, Any]:
             "output": activity.output if activity.done and not failed else None,
             "error": {"type": "mcp_tool_execution_error",
                       "content": [{"type": "text", "text": activity.output}]} if failed else None,
-            "status": status, "approval_request_id": None}
+            "status": status, "approval_request_id": activity.approval_request_id}
 
 
 def mcp_id(response_id: str, call_id: str) -> str:
@@ -114,10 +121,10 @@ def mcp_id(response_id: str, call_id: str) -> str:
 
 def output_items(*, response_id: str, text: str, reasoning: str,
                  tool_calls: list[llm.ToolCall], tools: ClientTools | None = None,
-                 steps: list[llm.ToolActivity] = (), listings: list[llm.ToolsListed] = ()
-                 ) -> list[dict[str, Any]]:
+                 steps: list[llm.ToolActivity] = (), listings: list[llm.ToolsListed] = (),
+                 approvals: list[llm.ApprovalRequest] = ()) -> list[dict[str, Any]]:
     """A finished reply as output items: the tools it was offered and ran itself, its steps,
-    its words, then its calls."""
+    its words, then its calls, or the calls its client must approve first."""
     msg_id, rs_id, fc_prefix = item_ids(response_id)
     out: list[dict[str, Any]] = [
         mcp_list_tools_item(f"mcpl_{response_id.removeprefix('resp_')}_{n}", listed)
@@ -125,8 +132,9 @@ def output_items(*, response_id: str, text: str, reasoning: str,
     out.extend(mcp_call_item(mcp_id(response_id, s.call_id), s) for s in steps)
     if reasoning:
         out.append(reasoning_item(rs_id, reasoning))
-    if text or not tool_calls:
+    if text or not (tool_calls or approvals):
         out.append(message_item(msg_id, text))
+    out.extend(mcp_approval_request_item(a) for a in approvals)
     out.extend(call_item(f"{fc_prefix}_{i}", c, tools or ClientTools())
                for i, c in enumerate(tool_calls))
     return out
@@ -310,6 +318,13 @@ class ResponseEventStream:
             })
         if isinstance(event, llm.ToolActivity | llm.ToolsListed):
             return self._tool(event)
+        if isinstance(event, llm.ApprovalRequest):
+            out = self._close()
+            item = mcp_approval_request_item(event)
+            self.output.append(item)
+            return out + self._emit("response.output_item.added", {
+                "output_index": index, "item": item}) + self._emit(
+                "response.output_item.done", {"output_index": index, "item": item})
         if isinstance(event, llm.ToolCallDelta):
             out = b""
             if self._open != "call" or self._call_index != event.index:
