@@ -19,7 +19,8 @@ Options (``Provider.options``):
 * ``script``: the steps of an agent that uses tools, ``[{"tool_calls": [{"name": ...,
   "arguments": {...}}, ...]}, ..., {"reply": "... {results} ..."}]``: step N answers the
   request that holds N rounds of tool calls after the last user message (past the end: the
-  last step); ``{results}`` stands for the tool results of the latest round, ``; ``-joined.
+  last step); ``{results}`` stands for the tool results of the latest round, ``; ``-joined,
+  ``{system}`` for the system prompt.
   Calls of tools the request does not offer are left out.
 
 Tokens are whitespace-delimited words (each keeps its leading space), so usage counts are
@@ -169,7 +170,8 @@ class FakeBackend:
             return
         last_call = max((i for i, m in enumerate(after) if m.tool_calls), default=-1)
         results = [m.text for m in after[last_call + 1:] if m.role == "tool"]
-        text = str(step.get("reply", "")).replace("{results}", "; ".join(results))
+        text = (str(step.get("reply", "")).replace("{results}", "; ".join(results))
+                .replace("{system}", request.system))
         tokens = tokenize(text)
         for i, token in enumerate(tokens):
             if i and delay:

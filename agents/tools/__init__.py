@@ -41,10 +41,11 @@ __all__ = ["AGENTS", "BUILTIN", "BUILTINS", "Delegate", "McpConfig", "ToolContex
            "toolbox_for"]
 
 
-def tool_names(agent: Agent) -> list[str]:
-    """The agent's tool references, ``remember`` added when its memory is on."""
+def tool_names(agent: Agent, *, memory: bool = True) -> list[str]:
+    """The agent's tool references, ``remember`` added when its memory is on (and, with
+    ``memory``, the turn has someone to remember for)."""
     names = [str(t) for t in (agent.tools or [])]
-    if getattr(agent, "memory", "off") != "off" and "remember" not in names:
+    if memory and getattr(agent, "memory", "off") != "off" and "remember" not in names:
         names.append("remember")
     return names
 
@@ -79,13 +80,15 @@ async def _mcp_configs(agent: Agent, names: list[str]) -> dict[str, tuple[McpCon
 
 async def toolbox_for(agent: Agent, *, delegate: Delegate | None = None,
                       taken: set[str] | frozenset[str] = frozenset(),
-                      client_mcp: tuple[llm.ClientMcp, ...] = ()) -> Toolbox:
+                      client_mcp: tuple[llm.ClientMcp, ...] = (), memory: bool = True
+                      ) -> Toolbox:
     """The tools one turn of ``agent`` offers its model. ``taken``: names the client's own
     tools use (a client's tool keeps its name; the agent's of that name is left out).
-    ``client_mcp``: a Responses client's own MCP servers, for this turn only.
+    ``client_mcp``: a Responses client's own MCP servers, for this turn only. ``memory``:
+    whether the turn keeps memories (``remember`` is offered only then).
     A server that cannot be listed is left out (``problems`` says why); the turn goes on."""
     box = Toolbox()
-    names = tool_names(agent)
+    names = tool_names(agent, memory=memory)
     servers = [n[4:] for n in names if n.startswith("mcp:")]
     configs = await _mcp_configs(agent, servers) if servers else {}
     rule = getattr(agent, "require_approval", "never")

@@ -97,7 +97,7 @@ class AgentLoop:
                                  param=a.param) for a in client.approval_answers]
         box = await toolbox_for(agent, delegate=delegate_hook,
                                 taken={t.name for t in turn.request.tools},
-                                client_mcp=client.client_mcp)
+                                client_mcp=client.client_mcp, memory=scope is not None)
         if not box and not answered:
             return None
         turn.request = turn.request.replace(

@@ -23,7 +23,6 @@ import openai
 import pytest
 
 from agents.models import McpServer, Message, Thread
-from tests.clients import install
 from tests.conftest import free_port
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -41,12 +40,6 @@ def ant(server: Any, key: str) -> anthropic.Anthropic:
 
 def script(*calls: tuple[str, dict[str, Any]], reply: str = "Results: {results}") -> list[Any]:
     return [{"tool_calls": [{"name": n, "arguments": a} for n, a in calls]}, {"reply": reply}]
-
-
-@pytest.fixture(scope="session")
-def everything_bin() -> Path:
-    install.ensure_npm()
-    return install.npm_bin("mcp-server-everything")
 
 
 @pytest.fixture
