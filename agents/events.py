@@ -45,10 +45,10 @@ realtime.event_types_declare({
                     "output", "duration_ms"),
     # a tool call waits for an operator's decision, and gets it (decision: approved, denied,
     # expired: nobody decided in time)
-    "approval_requested": ("approval_id", "agent", "thread_id", "tool", "server", "arguments",
-                           "expires_at"),
-    "approval_decided": ("approval_id", "agent", "thread_id", "tool", "decision", "decided_by",
-                         "reason"),
+    "approval_requested": ("approval_id", "agent", "thread_id", "call_id", "tool", "server",
+                           "arguments", "expires_at"),
+    "approval_decided": ("approval_id", "agent", "thread_id", "call_id", "tool", "decision",
+                         "decided_by", "reason"),
 })
 
 
@@ -168,7 +168,8 @@ def tool_result(*, agent: str, thread_id: Any, response_id: str, activity: Any
 def approval_requested(approval: Any) -> dict[str, Any]:
     return realtime.event("approval_requested", approval_id=str(approval.pk),
                           agent=approval.agent.slug, thread_id=str(approval.thread_id),
-                          tool=approval.tool, server=approval.server,
+                          call_id=approval.call_id or None, tool=approval.tool,
+                          server=approval.server,
                           arguments=approval.arguments[:4000],
                           expires_at=selectors.iso(approval.expires_at))
 
@@ -176,5 +177,6 @@ def approval_requested(approval: Any) -> dict[str, Any]:
 def approval_decided(approval: Any) -> dict[str, Any]:
     return realtime.event("approval_decided", approval_id=str(approval.pk),
                           agent=approval.agent.slug, thread_id=str(approval.thread_id),
-                          tool=approval.tool, decision=approval.status,
+                          call_id=approval.call_id or None, tool=approval.tool,
+                          decision=approval.status,
                           decided_by=approval.decided_by or None, reason=approval.reason or None)

@@ -127,9 +127,32 @@ def thread_detail(request: HttpRequest, thread_id: str) -> HttpResponse:
     except NotFound as exc:
         raise Http404(exc.message) from exc
     shown = selectors.thread_public_row(thread)
-    shown["messages"] = [selectors.message_public_row(m) for m in
-                         selectors.message_list(thread_id=thread.pk, newest_first=False)]
-    return render(request, "ui/thread.html", {"page": "thread", "thread": shown})
+    approvals = [selectors.approval_public(a) for a in
+                 selectors.approval_list(thread_id=thread.pk).order_by("created_at", "pk")]
+    waiting = {a["call_id"] for a in approvals if a["call_id"]}
+    # A tool call and its result are drawn as one (``ui/_tool_call.html``): each result joins
+    # the latest call of its id before it (ids repeat from one turn to the next); one whose
+    # call is not in the thread stands alone. static/gaia/ui.js pairs them alike.
+    messages: list[dict[str, Any]] = []
+    calls: dict[str, dict[str, Any]] = {}
+    for row in selectors.message_list(thread_id=thread.pk, newest_first=False):
+        m = selectors.message_public_row(row)
+        payload = m["payload"]
+        m["calls"] = [{**c, "origin": payload.get("origin"), "result": None,
+                       "waiting": c.get("id") in waiting} for c in payload.get("tool_calls") or ()]
+        calls.update((c["id"], c) for c in m["calls"] if c.get("id"))
+        call_id = payload.get("tool_call_id")
+        if call_id and call_id in calls:
+            calls.pop(call_id)["result"] = m
+            continue
+        if call_id:
+            name = m["from"] if m["internal"] else "tool result"  # a client's: from the client
+            m["calls"] = [{"id": call_id, "name": name, "arguments": None,
+                           "origin": payload.get("origin"), "result": m}]
+        messages.append(m)
+    shown["messages"] = messages
+    return render(request, "ui/thread.html", {"page": "thread", "thread": shown,
+                                              "approvals": approvals})
 
 
 def _thread_row(thread: Thread) -> dict[str, Any]:

@@ -181,3 +181,66 @@ def test_root_answers_clients_probes_and_browsers(staff_client):
     page = staff_client.get("/")
     assert page.status_code == 200
     assert 'data-page="dashboard"' in page.text
+
+
+def test_thread_page_draws_tool_calls_with_their_results_and_pending_approvals(
+        staff_client, make_agent):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from agents.models import Approval
+
+    agent = make_agent(slug="toolish", tools=["calculator"])
+    thread = make_thread(agent, status="waiting", messages=[("user", "sums please")])
+
+    def add(role, content="", **fields):
+        return Message.objects.create(thread=thread, seq=thread.messages.count(), role=role,
+                                      content=content, **fields)
+
+    args = '{"expression": "<b>6 * 7</b>"}'
+    add("assistant", sender="toolish", recipient="calculator", internal=True,
+        tool_calls=[{"id": "c1", "name": "calculator", "arguments": args}])
+    result = add("tool", "42", sender="calculator", recipient="toolish", internal=True,
+                 tool_call_id="c1", latency_ms=5)
+    add("tool", "lookup: boom", sender="lookup", recipient="toolish", internal=True,
+        tool_call_id="c9", latency_ms=7, error="lookup: boom")  # its call is not stored
+    add("assistant", sender="toolish", recipient="calculator", internal=True,
+        tool_calls=[{"id": "c2", "name": "calculator", "arguments": "{}"}])
+    approval = Approval.objects.create(
+        thread=thread, agent=agent, call_id="c2", tool="calculator", server="gaia",
+        arguments='{"expression": "<i>1</i>"}', expires_at=timezone.now() + timedelta(minutes=5))
+    Approval.objects.create(thread=thread, agent=agent, call_id="c0", tool="calculator",
+                            status="approved", expires_at=timezone.now())  # decided: not shown
+    html = staff_client.get(f"/threads/{thread.pk}/").text
+
+    calls = re.findall(r'<details class="tool-call[^"]*"[^>]*>', html)
+    assert len(calls) == 3
+    assert not any(" open" in c for c in calls)  # collapsed
+    assert "<b>6 * 7</b>" not in html
+    assert "{&quot;expression&quot;: &quot;&lt;b&gt;6 * 7&lt;/b&gt;&quot;}" in html
+    # the result is drawn in its call, not as a message of its own
+    assert f'<div class="tool-result" data-message-id="{result.pk}">' in html
+    assert html.count('<article class="msg role-tool') == 1  # the one without its call
+    assert re.search(r'class="tool-duration">5 ms</span></summary>', html)
+    # a result without its call stands alone, failed
+    assert re.search(r'<details class="tool-call alone failed" data-call-id="c9" '
+                     r'data-tool="lookup"', html)
+    assert 'class="tool-failed">failed<' in html
+    # the call that waits, and its approval with the buttons
+    assert 'class="tool-state">waiting for approval<' in html
+    assert re.search(r'<section id="approvals" class="approvals" aria-live="polite" >', html)
+    assert html.count('<article class="approval"') == 1
+    assert f'action="/api/v1/approvals/{approval.pk}"' in html
+    assert "&lt;i&gt;1&lt;/i&gt;" in html
+    assert 'value="approve"' in html
+    assert 'value="deny"' in html
+    assert re.search(r'<form id="kill-form"[^>]*data-kind="kill" >', html)  # shown: waiting
+    assert 'class="badge status-waiting">waiting<' in html
+
+
+def test_thread_page_hides_the_approvals_when_none_waits(staff_client, echo_agent):
+    thread = make_thread(echo_agent, status="completed", messages=[("user", "hi")])
+    html = staff_client.get(f"/threads/{thread.pk}/").text
+    assert re.search(r'<section id="approvals"[^>]*hidden>', html)
+    assert "<details class=\"tool-call" not in html

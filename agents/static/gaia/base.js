@@ -93,13 +93,18 @@
   // ------------------------------------------------------------------------------------------
   // Forms that call the API (they also work without JavaScript: DRF takes form posts)
 
-  function formJson(form) {
+  function formJson(form, submitter) {
     var kind = form.dataset.kind;
     var data = new FormData(form);
     if (kind === "inject") {
       var out = { to: data.get("to"), payload: data.get("payload") };
       if (data.get("thread_id")) out.thread_id = data.get("thread_id");
       return out;
+    }
+    if (kind === "approval") {  // the button says which decision (approve, deny)
+      var decision = { decision: submitter ? submitter.value : "" };
+      if (data.get("reason")) decision.reason = data.get("reason");
+      return decision;
     }
     return {};
   }
@@ -108,16 +113,17 @@
     var form = e.target;
     if (!form.classList || !form.classList.contains("api-form")) return;
     e.preventDefault();
-    var button = q("button[type=submit]", form);
-    if (button) button.disabled = true;
-    api("POST", form.getAttribute("action"), formJson(form)).then(function (data) {
+    var buttons = qa("button[type=submit]", form);
+    buttons.forEach(function (b) { b.disabled = true; });
+    api("POST", form.getAttribute("action"), formJson(form, e.submitter)).then(function (data) {
       var kind = form.dataset.kind;
       if (kind === "inject") { q("textarea", form).value = ""; notice("Message stored; the agent is replying."); }
       else if (kind === "kill") notice("Kill sent.");
       else if (kind === "pause" || kind === "resume") notice("Agent " + kind + "d.");
       else if (kind === "cancel") notice("Cancel sent.");
+      else if (kind === "approval") notice("The tool call is " + (data && data.status) + ".");
       form.dispatchEvent(new CustomEvent("gaia:done", { detail: data, bubbles: true }));
-    }).catch(fail).then(function () { if (button) button.disabled = false; });
+    }).catch(fail).then(function () { buttons.forEach(function (b) { b.disabled = false; }); });
   });
 
   window.Gaia = {

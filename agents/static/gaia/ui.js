@@ -43,15 +43,17 @@
 
   function messageNode(m) {
     var p = m.payload || {};
-    var art = h("article", { "class": "msg role-" + m.role + (m.internal ? " internal" : ""), "data-message-id": m.id,
-                             "data-response-id": m.response_id || null },
+    var calls = (p.tool_calls || []).map(function (c) { return toolCallNode(c, p.origin, null); });
+    if (p.tool_call_id) calls = [toolCallNode({ id: p.tool_call_id, name: m.internal ? m.from : "tool result" }, p.origin, m)];
+    var art = h("article", { "class": "msg role-" + m.role + (m.internal ? " internal" : "") + (calls.length ? " tools" : ""),
+                             "data-message-id": m.id, "data-response-id": m.response_id || null },
       h("header", null, h("strong", { text: m.from }), " → " + m.to + " ",
         h("span", { "class": "muted", text: m.payload_type + (m.internal ? " · internal" : "") + " · " + m.timestamp })));
     if (p.reasoning) art.appendChild(h("details", { "class": "reasoning" }, h("summary", { text: "reasoning" }),
                                        h("pre", { "class": "text", text: p.reasoning })));
-    art.appendChild(h("pre", { "class": "text body", text: p.content || "" }));
-    if (p.tool_calls) art.appendChild(h("pre", { "class": "text tool-calls", text: JSON.stringify(p.tool_calls, null, 1) }));
-    if (m.role === "assistant") {
+    if (!calls.length || (p.tool_calls && p.content)) art.appendChild(h("pre", { "class": "text body", text: p.content || "" }));
+    calls.forEach(function (c) { art.appendChild(c); });
+    if (m.role === "assistant" && (!m.internal || !calls.length)) {
       art.appendChild(h("footer", { "class": "meta" },
         h("span", { "data-meta": "tokens", text: orDash(m.input_tokens) + " in / " + orDash(m.output_tokens) + " out" + (m.usage_estimated ? " (estimated)" : "") }),
         " · TTFT ", h("span", { "data-meta": "ttft", text: orDash(m.ttft_ms) }), " ms",
@@ -60,6 +62,64 @@
         m.provider ? " · via " + m.provider : null));
     }
     return art;
+  }
+
+  /* One tool call and its result, collapsed (templates/ui/_tool_call.html). ``call``: {id, name,
+   * arguments} (no arguments: a result whose call is not in the thread); ``result``: the public
+   * result message, or null while there is none. */
+  function toolCallNode(call, origin, result) {
+    var args = call.arguments;
+    var alone = args === null || args === undefined;
+    if (!alone && typeof args !== "string") args = JSON.stringify(args);
+    return h("details", { "class": "tool-call" + (alone ? " alone" : "") + (result && result.error ? " failed" : ""),
+                          "data-call-id": call.id, "data-tool": call.name, "data-origin": origin },
+      toolSummary(call.name, origin, result),
+      alone ? null : h("div", { "class": "tool-args" }, h("span", { "class": "label", text: "arguments" }),
+                       h("pre", { "class": "text", text: args })),
+      result ? toolResultNode(result) : null);
+  }
+
+  function toolSummary(name, origin, result) {
+    var ms = result ? result.latency_ms : null;
+    return h("summary", null,
+      h("code", { "class": "tool-name", text: name }), " ",
+      h("span", { "class": "tool-origin", title: origin === "agent" ? "run by Gaia" : "run by the client", text: origin }),
+      result && ms !== null && ms !== undefined ? [" ", h("span", { "class": "tool-duration", text: ms + " ms" })] : null,
+      result && result.error ? [" ", h("span", { "class": "tool-failed", text: "failed" })] : null,
+      result ? null : [" ", h("span", { "class": "tool-state", text: origin === "client" ? "sent to the client" : "no result yet" })]);
+  }
+
+  function toolResultNode(result) {
+    return h("div", { "class": "tool-result", "data-message-id": result.id === undefined ? null : result.id },
+      h("span", { "class": "label", text: "result" }), h("pre", { "class": "text", text: (result.payload || {}).content || "" }));
+  }
+
+  /* The call a result of ``callId`` joins: the latest of that id on the page, unless a stored
+   * result joined it already (as the view pairs them). */
+  function callFor(box, callId) {
+    var found = qa("details.tool-call:not(.alone)" + attrSel("data-call-id", callId), box);
+    var call = found[found.length - 1];
+    return call && !q(".tool-result[data-message-id]", call) ? call : null;
+  }
+
+  function setToolResult(call, result) {
+    call.classList.toggle("failed", !!result.error);
+    q("summary", call).replaceWith(toolSummary(call.dataset.tool, call.dataset.origin, result));
+    var old = q(".tool-result", call);
+    if (old) old.replaceWith(toolResultNode(result));
+    else call.appendChild(toolResultNode(result));
+  }
+
+  function setToolState(call, text) {
+    var state = call ? q(".tool-state", call) : null;
+    if (state) state.textContent = text;
+  }
+
+  /* Where a message goes: a tool result into its call, anything else at the end. */
+  function placeMessage(box, m, before) {
+    var call = m.payload && m.payload.tool_call_id ? callFor(box, m.payload.tool_call_id) : null;
+    if (call) setToolResult(call, m);
+    else box.insertBefore(messageNode(m), before || null);
   }
 
   // ------------------------------------------------------------------------------------------
@@ -141,26 +201,93 @@
       st.className = "badge status-" + evt.status;
       st.textContent = evt.status;
       q("#thread-count").textContent = evt.message_count;
-      show(q("#kill-form"), evt.status === "active");
+      var running = evt.status === "active" || evt.status === "waiting";  // waiting: for an approval
+      show(q("#kill-form"), running);
       var err = q("#thread-error");
       err.textContent = evt.error || "";
       show(err, !!evt.error);
-      if (evt.status !== "active") qa(".msg.streaming").forEach(function (n) { n.classList.remove("streaming"); });
+      if (!running) qa(".msg.streaming").forEach(function (n) { n.classList.remove("streaming"); });
     }
   }
 
   function appendMessage(m) {
     var box = q("#messages");
-    if (q("article" + attrSel("data-message-id", m.id), box)) return;
-    var node = messageNode(m);
+    if (q(attrSel("data-message-id", m.id), box)) return;  // an article, or a result in its call
     // the reply that grew here (still streaming, or stopped by a thread_updated that came first)
     var grown = m.response_id ? qa("article" + attrSel("data-response-id", m.response_id) + ":not([data-message-id])", box) : [];
     if (grown.length) {
-      grown[0].replaceWith(node);
+      grown[0].replaceWith(messageNode(m));
       grown.slice(1).forEach(function (n) { n.remove(); });
     } else {
-      box.appendChild(node);
+      // the agent's own work was stored before the reply that is still growing
+      placeMessage(box, m, m.internal ? q("article.streaming:not([data-message-id])", box) : null);
     }
+  }
+
+  /* A tool call of this thread starts or ends (tool_call, tool_result events): its call shows
+   * it until the stored result replaces what the event said. */
+  function toolEvent(evt) {
+    var call = callFor(q("#messages"), evt.call_id);
+    if (!call) return;
+    if (evt.event === "tool_call") setToolState(call, "running…");
+    else setToolResult(call, { payload: { content: evt.output }, latency_ms: evt.duration_ms,
+                               error: evt.status === "failed" ? evt.output : null });
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // Approvals: this thread's tool calls that wait for an operator (templates/ui/_approval.html)
+
+  function approvalNode(a) {
+    return h("article", { "class": "approval", "data-approval-id": a.id, "data-status": a.status },
+      h("header", null, h("strong", { "class": "approval-tool", text: a.tool }), " ",
+        h("span", { "class": "muted", text: (a.server ? "on " + a.server + " · " : "") + "asked by " + a.agent + " · expires " + a.expires_at })),
+      h("pre", { "class": "text approval-args", text: a.arguments || "" }),
+      h("form", { "class": "api-form approval-form", method: "post", action: "/api/v1/approvals/" + encodeURIComponent(a.id),
+                  "data-kind": "approval", hidden: a.status !== "pending" },
+        h("label", null, "Reason (optional) ", h("input", { type: "text", name: "reason", maxlength: 2000, "class": "approval-reason" })), " ",
+        h("button", { type: "submit", name: "decision", value: "approve", "class": "approve", text: "Approve" }), " ",
+        h("button", { type: "submit", name: "decision", value: "deny", "class": "danger deny", text: "Deny" })),
+      approvalOutcome(a));
+  }
+
+  function approvalOutcome(a) {
+    return h("p", { "class": "approval-outcome", hidden: a.status === "pending" }, badge(a.status),
+      a.status === "expired" ? " (nobody decided in time)" : [" by ", h("span", { "class": "decided-by", text: a.decided_by || "?" })],
+      a.reason ? [": ", h("q", { "class": "reason", text: a.reason })] : null);
+  }
+
+  /* An approval as the API or an event says it is now. A pending one not shown yet is added; a
+   * decided one shows its outcome (never undone by a late word that it is pending). */
+  function applyApproval(a) {
+    var list = q("#approval-list");
+    if (!list) return;
+    if (a.status === "pending" && a.call_id) setToolState(callFor(q("#messages"), a.call_id), "waiting for approval");
+    var card = q("article" + attrSel("data-approval-id", a.id), list);
+    if (!card) {
+      if (a.status !== "pending") return;  // not one this page was waiting for
+      list.appendChild(approvalNode(a));
+      show(q("#approvals"), true);
+      return;
+    }
+    if (a.status === "pending" || card.dataset.status !== "pending") return;  // keeps what is typed
+    card.dataset.status = a.status;
+    show(q("form", card), false);
+    q(".approval-outcome", card).replaceWith(approvalOutcome(a));
+  }
+
+  /* The call an approval is about, while it waits: the latest of that tool without a result. */
+  /* The call an approval event is about: the latest unanswered call of its id (ids repeat
+     from one turn to the next). */
+  function waitingCall(callId) {
+    var found = qa("details.tool-call:not(.alone)" + attrSel("data-call-id", callId), q("#messages"))
+      .filter(function (c) { return !!q(".tool-state", c); });
+    return found[found.length - 1] || null;
+  }
+
+  function resyncApprovals() {
+    return api("GET", "approvals?status=any&limit=50&thread=" + encodeURIComponent(THREAD_ID)).then(function (data) {
+      listOf(data, "approvals").slice().reverse().forEach(applyApproval);  // oldest first
+    }).catch(fail);
   }
 
   function messageDelta(evt) {
@@ -184,7 +311,8 @@
     }
     if (evt.text) q(".body", node).textContent += evt.text;
     q('[data-meta="chars"]', node).textContent = evt.output_chars;
-    if (q("#thread-status").textContent === "active") show(q("#kill-form"), true);
+    var status = q("#thread-status").textContent;
+    if (status === "active" || status === "waiting") show(q("#kill-form"), true);
   }
 
   function resyncThread() {
@@ -192,7 +320,8 @@
       var messages = listOf(t.messages, "messages");
       var box = q("#messages");
       var streaming = qa("article.streaming", box);
-      box.replaceChildren.apply(box, messages.map(messageNode));
+      box.replaceChildren();
+      messages.forEach(function (m) { placeMessage(box, m); });
       // A reply still growing stays (the thread read may predate its turn) unless it is stored.
       streaming.forEach(function (n) {
         if (!q("article" + attrSel("data-response-id", n.dataset.responseId) + "[data-message-id]", box)) box.appendChild(n);
@@ -221,6 +350,7 @@
   document.addEventListener("gaia:done", function (e) {
     var kind = e.target.dataset ? e.target.dataset.kind : null;
     if (kind === "pause" || kind === "resume") agentPaused(kind === "pause");
+    if (kind === "approval" && e.detail) applyApproval(e.detail);
   });
 
   // ------------------------------------------------------------------------------------------
@@ -247,6 +377,23 @@
     if (PAGE === "dashboard") scheduleOrganism();
   });
   feed.on("message_delta", function (evt) { if (THREAD_ID && evt.thread_id === THREAD_ID) messageDelta(evt); });
+  feed.on("tool_call", function (evt) { if (THREAD_ID && evt.thread_id === THREAD_ID) toolEvent(evt); });
+  feed.on("tool_result", function (evt) { if (THREAD_ID && evt.thread_id === THREAD_ID) toolEvent(evt); });
+  feed.on("approval_requested", function (evt) {
+    if (!THREAD_ID || evt.thread_id !== THREAD_ID) return;
+    applyApproval({ id: evt.approval_id, status: "pending", agent: evt.agent, tool: evt.tool,
+                    server: evt.server, arguments: evt.arguments, expires_at: evt.expires_at });
+    setToolState(waitingCall(evt.call_id), "waiting for approval");
+  });
+  feed.on("approval_decided", function (evt) {
+    if (!THREAD_ID || evt.thread_id !== THREAD_ID) return;
+    applyApproval({ id: evt.approval_id, status: evt.decision, agent: evt.agent, tool: evt.tool,
+                    decided_by: evt.decided_by, reason: evt.reason });
+    var call = waitingCall(evt.call_id);
+    if (call && q(".tool-state", call).textContent === "waiting for approval") {
+      setToolState(call, evt.decision === "approved" ? "running…" : evt.decision);
+    }
+  });
   feed.on("error", function (evt) {
     if (evt.id !== undefined) return;  // a command's error (feed.command handles it)
     if (THREAD_ID && evt.thread_id === THREAD_ID) {
@@ -269,7 +416,7 @@
 
   feed.onResync(function () {
     var reads = [];
-    if (PAGE === "thread") reads.push(resyncThread());
+    if (PAGE === "thread") reads.push(resyncThread().then(resyncApprovals));  // approvals mark calls
     reads.push(resyncAgents());
     if (PAGE === "dashboard") {
       scheduleOrganism();
@@ -303,5 +450,5 @@
   if (live) feed.start();
   else feed.setStatus("static", "no live feed");
 
-  window.gaiaUI = { api: api, h: h, messageNode: messageNode };
+  window.gaiaUI = { api: api, h: h, messageNode: messageNode, toolCallNode: toolCallNode, approvalNode: approvalNode };
 })();
