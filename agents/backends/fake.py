@@ -16,6 +16,9 @@ Options (``Provider.options``):
 * ``usage: false``: report no usage, as some upstreams do (Gaia then estimates).
 * ``tool_result_reply: true``: after a tool result, answer ``Tool said: <its text>`` (so a
   client's tool round trip shows that the output it sent reached the provider).
+* ``agent_tool``: ``{"name": ..., "arguments": {...}}``: a turn first calls this tool of the
+  agent's own (one Gaia runs), then goes on as the other options say, as if that round had not
+  been (a client that talks to an agent with server-side tools sees the rest unchanged).
 * ``script``: the steps of an agent that uses tools, ``[{"tool_calls": [{"name": ...,
   "arguments": {...}}, ...]}, ..., {"reply": "... {results} ..."}]``: step N answers the
   request that holds N rounds of tool calls after the last user message (past the end: the
@@ -108,6 +111,22 @@ class FakeBackend:
         reasoning = opts.get("reasoning")
         if reasoning:
             yield ReasoningDelta(str(reasoning))
+
+        own = opts.get("agent_tool")
+        if own and own.get("name") in {t.name for t in request.tools}:
+            since = next((i for i in range(len(request.messages) - 1, -1, -1)
+                          if request.messages[i].role == "user"), -1)
+            after = request.messages[since + 1:]
+            if not any(m.tool_calls for m in after) and request.tool_choice.mode != "none":
+                arguments = json.dumps(own.get("arguments", {}))
+                yield ToolCallDelta(index=0, id="call_fake_own", name=own["name"],
+                                    arguments=arguments)
+                yield Usage(input_tokens, len(tokenize(arguments)))
+                yield Finish("tool_calls")
+                return
+            request = request.replace(messages=[  # the rest, as if that round had not been
+                m for m in request.messages if m.tool_call_id != "call_fake_own"
+                and not any(c.id == "call_fake_own" for c in m.tool_calls)])
 
         script = opts.get("script")
         if script:

@@ -12,7 +12,7 @@ import os
 import re
 import shlex
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -114,10 +114,20 @@ def client_python() -> Callable[[str], Path]:
     return install.ensure_venv
 
 
+# Every agent a client talks to here has server-side tools of its own, and uses one first in
+# each turn (agents/backends/fake.py, agent_tool): a client sees Gaia's tool activity (mcp_call
+# items, the reasoning channel) beside what it asked for, and must still work.
+SERVER_TOOL = {"name": "calculator", "arguments": {"expression": "6 * 7"}}
+# what the model's call of it costs in output tokens (a turn's usage counts every model call)
+SERVER_TOOL_TOKENS = 4  # {"expression": / "6 / * / 7"}: the fake provider counts words
+
+
 @pytest.fixture
-def fake_agents(make_agent: Callable[..., Any]) -> Callable[..., Any]:
+def fake_agents(make_agent: Callable[..., Any]) -> Iterator[Callable[..., Any]]:
     """``make(slug, tool=None, arguments=None)``: a fake agent answering "Hello from Gaia.",
-    or calling ``tool`` and then reporting what the tool returned."""
+    or calling ``tool`` and then reporting what the tool returned; either way after running
+    its own calculator (checked when the test ends: it ran in every thread of the agent)."""
+    made: list[Any] = []
 
     def make(slug: str, tool: str | None = None, arguments: dict[str, Any] | None = None,
              **options: Any) -> Any:
@@ -125,7 +135,18 @@ def fake_agents(make_agent: Callable[..., Any]) -> Callable[..., Any]:
         if tool:
             opts = {"tool_call": {"name": tool, "arguments": arguments or {}},
                     "tool_result_reply": True, **options}
-        return make_agent(slug=slug, instructions="", provider__name=f"fake-{slug}",
-                          provider__options=opts)
+        opts["agent_tool"] = SERVER_TOOL
+        agent = make_agent(slug=slug, instructions="", provider__name=f"fake-{slug}",
+                           provider__options=opts, tools=["calculator", "current_time"])
+        made.append(agent)
+        return agent
 
-    return make
+    yield make
+    from agents.models import Message, Thread
+
+    for agent in made:
+        for thread in Thread.objects.filter(agent=agent):
+            ran = thread.messages.filter(role="tool", internal=True, sender="calculator",
+                                         content="42").exists()
+            assert ran, (agent.slug, list(Message.objects.filter(thread=thread)
+                                          .values_list("role", "content")))

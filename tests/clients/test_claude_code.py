@@ -26,7 +26,7 @@ def claude(env: ClientEnv, bin_: Path, model: str, prompt: str, *flags: str,
 def main_thread(slug: str) -> Thread:
     """The conversation's thread (Claude Code may make side requests on threads of their own)."""
     threads = [t for t in Thread.objects.filter(agent__slug=slug)
-               if t.messages.filter(role="tool").exists() or t.title]
+               if t.messages.filter(role="tool", internal=False).exists() or t.title]
     assert threads, list(Thread.objects.filter(agent__slug=slug))
     return threads[0]
 
@@ -68,4 +68,4 @@ def test_claude_code_tool_round_trip(client_env, npm_clients, fake_agents):
     assert run.returncode == 0, run.output
     assert json.loads(run.stdout)["result"] == f"Tool said: {TOOL_WORD}"
     thread = main_thread("cc-tool")
-    assert thread.messages.get(role="tool").content.strip() == TOOL_WORD
+    assert thread.messages.get(role="tool", internal=False).content.strip() == TOOL_WORD

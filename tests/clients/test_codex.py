@@ -64,5 +64,5 @@ def test_codex_tool_round_trip(client_env, npm_clients, fake_agents):
     thread = only_thread("cx-tool")
     roles = list(thread.messages.order_by("seq").values_list("role", flat=True))
     assert roles[-3:] == ["assistant", "tool", "assistant"]
-    tool = thread.messages.get(role="tool")
+    tool = thread.messages.get(role="tool", internal=False)
     assert TOOL_WORD in tool.content  # Codex ran the command and sent its output back
