@@ -378,3 +378,19 @@ def test_a_clients_approval_ends_the_response_and_its_answer_continues_it(
             input=[{"type": "mcp_approval_response", "approve": True,
                     "approval_request_id": asked[0].id}])
     assert caught.value.body["code"] == "approval_answered"
+
+
+def test_stdio_servers_stop_with_the_server_process(gaia_server_factory: Any, api_key: str,
+                                                    make_agent: Any, everything_bin: Path) -> None:
+    server = gaia_server_factory()
+    McpServer.objects.create(name="ev", command=str(everything_bin), args=["stdio"])
+    make_agent(slug="echoer", tools=["mcp:ev"], provider__options={"script": script(
+        ("mcp__ev__echo", {"message": "once"}))})
+    assert oai(server, api_key).chat.completions.create(
+        model="echoer", messages=ASK).choices[0].message.content == "Results: Echo: once"
+    children = _children(server.process.pid, "mcp-server-everything")
+    assert len(children) == 1  # started once, on first use
+    server.stop()  # SIGTERM: the lifespan's shutdown closes the process's MCP connections
+    _wait_for(lambda: not Path(f"/proc/{children[0]}").exists()
+              or "Z" in Path(f"/proc/{children[0]}/stat").read_text().split(")")[1][:3],
+              "the stdio server to stop", timeout=30)
