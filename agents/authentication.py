@@ -16,6 +16,7 @@ from rest_framework.authentication import BaseAuthentication, SessionAuthenticat
 from rest_framework.request import Request
 
 from agents import services
+from agents.exceptions import PermissionDenied
 from agents.models import ApiKey
 
 
@@ -59,7 +60,26 @@ class OperatorKeyAuthentication(ApiKeyAuthentication):
 
 
 class BenchmarksKeyAuthentication(ApiKeyAuthentication):
+    """A key with the ``benchmarks`` scope, or the ``operator`` one (operators steer runs and
+    make suites from the conversations they watch)."""
+
     scope = ApiKey.Scope.BENCHMARKS
+    also = ApiKey.Scope.OPERATOR
+
+    def authenticate(self, request: Request) -> tuple[Any, ApiKey] | None:
+        try:
+            return super().authenticate(request)
+        except PermissionDenied:
+            raw = raw_api_key(request)
+            assert raw is not None
+            try:
+                key = services.api_key_authenticate(raw=raw, scope=self.also)
+            except PermissionDenied:
+                raise PermissionDenied("This API key has neither the 'benchmarks' nor the "
+                                       "'operator' scope.", code="insufficient_scope") from None
+            services.api_key_throttle(key=key)
+            note(request, key=key.prefix)
+            return (key.owner or AnonymousUser()), key
 
 
 class StaffSessionAuthentication(SessionAuthentication):

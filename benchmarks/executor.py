@@ -1,4 +1,5 @@
-"""Executing one claimed run: the thin bridge from ``mesh`` (and its events) to services.
+"""Executing one claimed run: the thin bridge from ``mesh`` (and its events) to services (a
+replay run's parts are executed by :mod:`benchmarks.replay.execute`).
 
 :func:`benchmark_run_execute` is what a Celery task or the embedded worker calls with a run id.
 It claims the run (a conditional update: a second delivery does nothing), then runs an event
@@ -58,6 +59,10 @@ def benchmark_run_execute(*, run_id: int, worker: str | None = None,
     """Claim and run ``run_id`` to its end. Returns the final status, or ``None`` if the run
     was not ours to run (not queued: taken, cancelled, finished or unknown)."""
     worker = worker or worker_name()
+    if BenchmarkRun.objects.filter(pk=run_id, kind=BenchmarkRun.Kind.REPLAY).exists():
+        from benchmarks.replay.execute import replay_execute
+
+        return replay_execute(run_id=run_id, worker=worker)
     run = services.benchmark_run_claim(run_id=run_id, worker=worker, task_id=task_id)
     if run is None:
         log.info("benchmark run %s not queued; nothing to do", run_id)

@@ -17,9 +17,20 @@ DETERMINISTIC = "deterministic"
 
 
 class BenchmarkSuite(models.Model):
-    """A set of HotpotQA-shaped questions (validated by ``mesh.suite.parse_suite``)."""
+    """One version of a suite: HotpotQA-shaped questions for the mesh (``questions``, validated
+    by ``mesh.suite.parse_suite``), or conversations to replay against agents (its
+    :class:`SuiteCase` rows). A version never changes once made: editing a suite makes the
+    next version under the same name, and a run names the version it used."""
 
-    name = models.SlugField(max_length=100, unique=True)
+    class Kind(models.TextChoices):
+        HOTPOTQA = "hotpotqa"
+        CONVERSATIONS = "conversations"
+
+    name = models.SlugField(max_length=100)
+    version = models.PositiveIntegerField(default=1, editable=False)
+    kind = models.CharField(max_length=20, choices=Kind.choices, default=Kind.HOTPOTQA)
+    # How a conversation suite was made: {"from_threads": {...}} or {"jsonl": {...}}.
+    origin = models.JSONField(default=dict, blank=True)
     description = models.TextField(blank=True)
     source = models.CharField(max_length=500, blank=True)
     licence = models.CharField(max_length=200, blank=True)
@@ -28,13 +39,45 @@ class BenchmarkSuite(models.Model):
     builtin = models.BooleanField(default=False, editable=False)
     created_by = models.ForeignKey(ApiKey, null=True, blank=True, on_delete=models.SET_NULL,
                                    related_name="+")
+    created_by_user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                        on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(default=timezone.now, editable=False)
 
     class Meta:
-        ordering = ["name"]
+        ordering = ["name", "-version"]
+        constraints = [models.UniqueConstraint(fields=["name", "version"],
+                                               name="bench_suite_name_version_unique")]
 
     def __str__(self) -> str:
-        return f"{self.name} ({self.question_count} questions)"
+        what = "cases" if self.kind == self.Kind.CONVERSATIONS else "questions"
+        return f"{self.name} v{self.version} ({self.question_count} {what})"
+
+    @property
+    def label(self) -> str:
+        return f"{self.name}@{self.version}"
+
+
+class SuiteCase(models.Model):
+    """One case of a conversation suite: a conversation up to a user message (``input``, the
+    messages as ``{"role", "content"}``) and the reply that was given (``ideal``, the
+    reference), with where it came from. A copy: deleting the thread does not change it."""
+
+    suite = models.ForeignKey(BenchmarkSuite, on_delete=models.CASCADE, related_name="cases")
+    index = models.PositiveIntegerField()
+    input = models.JSONField(default=list)
+    ideal = models.TextField(blank=True)
+    source_thread = models.UUIDField(null=True, blank=True)
+    source_message = models.BigIntegerField(null=True, blank=True)
+    source_agent = models.CharField(max_length=100, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["suite", "index"]
+        constraints = [models.UniqueConstraint(fields=["suite", "index"],
+                                               name="bench_case_suite_index_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.suite_id} case {self.index}"
 
 
 class BenchmarkRun(models.Model):
@@ -47,7 +90,21 @@ class BenchmarkRun(models.Model):
 
     FINAL = (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED)
 
+    class Kind(models.TextChoices):
+        MESH = "mesh"  # HotpotQA questions through the mesh relay
+        REPLAY = "replay"  # a conversation suite replayed against agents
+
+    kind = models.CharField(max_length=20, choices=Kind.choices, default=Kind.MESH)
     suite = models.ForeignKey(BenchmarkSuite, on_delete=models.PROTECT, related_name="runs")
+    # A replay's targets (agent slugs, "auto", "team/<slug>"), its judge (an agent's slug,
+    # blank: none), and how many workers may share it (its parts, RunPart) with how many
+    # cases in flight in each.
+    agents = models.JSONField(default=list, blank=True)
+    judge = models.CharField(max_length=100, blank=True)
+    parallel = models.PositiveSmallIntegerField(
+        default=1, validators=[MinValueValidator(1), MaxValueValidator(32)])
+    concurrency = models.PositiveSmallIntegerField(
+        default=4, validators=[MinValueValidator(1), MaxValueValidator(64)])
     # {"mode": "all"} | {"mode": "first", "limit": N} | {"mode": "indexes", "indexes": [...]}
     selection = models.JSONField(default=dict)
     question_indexes = models.JSONField(default=list, editable=False)
@@ -93,11 +150,39 @@ class BenchmarkRun(models.Model):
         return any(v == DETERMINISTIC for v in (self.tools or {}).values()) or not self.tools
 
 
+class RunPart(models.Model):
+    """A share of a replay run that one worker executes: the run's items (case x agent) at
+    positions ``index``, ``index + parts``, ... Parts are claimed, heartbeated and recovered
+    like runs, so any number of workers on any machines share a run."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        DONE = "done"
+
+    run = models.ForeignKey(BenchmarkRun, on_delete=models.CASCADE, related_name="parts")
+    index = models.PositiveSmallIntegerField()
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
+    worker = models.CharField(max_length=200, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["run", "index"]
+        constraints = [models.UniqueConstraint(fields=["run", "index"],
+                                               name="bench_part_run_index_unique")]
+        indexes = [models.Index(fields=["status", "heartbeat_at"], name="bench_part_stale")]
+
+    def __str__(self) -> str:
+        return f"run {self.run_id} part {self.index} ({self.status})"
+
+
 class BenchmarkResult(models.Model):
-    """One question of a run, written when it finishes."""
+    """One question of a run (one case for one agent, in a replay), written when it ends."""
 
     run = models.ForeignKey(BenchmarkRun, on_delete=models.CASCADE, related_name="results")
     question_index = models.PositiveIntegerField()
+    agent = models.CharField(max_length=100, blank=True)  # a replay's target; mesh: blank
     question_id = models.CharField(max_length=100, blank=True)
     question = models.TextField(blank=True)
     status = models.CharField(max_length=20)  # completed | failed
@@ -116,12 +201,22 @@ class BenchmarkResult(models.Model):
     tokens_by_agent = models.JSONField(default=dict, blank=True)
     elapsed_ms = models.FloatField(default=0.0)
     metrics = models.JSONField(default=dict, blank=True)
+    # A replay's scores besides EM/F1/ROUGE-L: embedding similarity to the reference, and the
+    # judge's verdict (score 0-1, better/same/worse than the reference, reason) or why none.
+    similarity = models.FloatField(null=True, blank=True)
+    judge_score = models.FloatField(null=True, blank=True)
+    judge_verdict = models.CharField(max_length=10, blank=True)
+    judge_reason = models.TextField(blank=True)
+    judge_error = models.TextField(blank=True)
+    ttft_ms = models.PositiveIntegerField(null=True, blank=True)
+    tool_calls = models.PositiveIntegerField(default=0)
+    thread_id = models.UUIDField(null=True, blank=True)  # the replayed turn's thread
     created_at = models.DateTimeField(default=timezone.now, editable=False)
 
     class Meta:
-        ordering = ["run", "question_index"]
-        constraints = [models.UniqueConstraint(fields=["run", "question_index"],
-                                               name="bench_result_run_question_unique")]
+        ordering = ["run", "question_index", "agent"]
+        constraints = [models.UniqueConstraint(fields=["run", "question_index", "agent"],
+                                               name="bench_result_run_question_agent_unique")]
 
     def __str__(self) -> str:
         return f"run {self.run_id} q{self.question_index} {self.status}"

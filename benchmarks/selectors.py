@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from django.core.files.storage import default_storage
-from django.db.models import QuerySet
+from django.db.models import OuterRef, Q, QuerySet, Subquery
 
 from agents.models import Agent
 from agents.selectors import iso
@@ -19,6 +19,9 @@ ARTIFACT_NAMES = ("summary.json", "run_artifacts.tar.gz")
 
 
 def quality_label(run: BenchmarkRun) -> str:
+    if run.kind == BenchmarkRun.Kind.REPLAY:
+        judged = f", judged by {run.judge}" if run.judge else ""
+        return f"replay of {run.suite.label} against {', '.join(run.agents)}{judged}"
     if run.baseline:
         return BASELINE_LABEL
     return "agents: " + ", ".join(f"{r}={b}" for r, b in sorted(run.tools.items()))
@@ -28,7 +31,13 @@ def run_public(run: BenchmarkRun) -> dict[str, Any]:
     summary = run.summary or None
     return {
         "id": run.pk,
+        "kind": run.kind,
         "suite": run.suite.name,
+        "suite_id": run.suite_id,
+        "suite_version": run.suite.version,
+        "agents": run.agents,
+        "judge": run.judge or None,
+        "parallel": run.parallel,
         "status": run.status,
         "protocol": run.protocol,
         "selection": run.selection,
@@ -59,6 +68,7 @@ def run_public(run: BenchmarkRun) -> dict[str, Any]:
 def result_public(result: BenchmarkResult) -> dict[str, Any]:
     return {
         "question_index": result.question_index,
+        "agent": result.agent or None,
         "question_id": result.question_id,
         "question": result.question,
         "status": result.status,
@@ -75,14 +85,28 @@ def result_public(result: BenchmarkResult) -> dict[str, Any]:
         "tokens": result.tokens,
         "tokens_by_agent": result.tokens_by_agent,
         "elapsed_ms": result.elapsed_ms,
-        "artifacts": [f"q{result.question_index}/metrics.json",
-                      f"q{result.question_index}/run_artifacts.tar.gz"],
+        "similarity": result.similarity,
+        "judge_score": result.judge_score,
+        "judge_verdict": result.judge_verdict or None,
+        "judge_reason": result.judge_reason or None,
+        "judge_error": result.judge_error or None,
+        "ttft_ms": result.ttft_ms,
+        "tool_calls": result.tool_calls,
+        "thread_id": str(result.thread_id) if result.thread_id else None,
+        "artifacts": [] if result.agent else [f"q{result.question_index}/metrics.json",
+                                              f"q{result.question_index}/run_artifacts.tar.gz"],
     }
 
 
 def suite_public(suite: BenchmarkSuite) -> dict[str, Any]:
     return {
+        "id": suite.pk,
         "name": suite.name,
+        "version": suite.version,
+        "kind": suite.kind,
+        "origin": suite.origin or None,
+        "created_by": suite.created_by.name if suite.created_by_id else (
+            suite.created_by_user.get_username() if suite.created_by_user_id else None),
         "description": suite.description,
         "source": suite.source,
         "licence": suite.licence,
@@ -92,8 +116,32 @@ def suite_public(suite: BenchmarkSuite) -> dict[str, Any]:
     }
 
 
-def suite_list() -> QuerySet[BenchmarkSuite]:
-    return BenchmarkSuite.objects.order_by("name")
+def suite_list(*, name: str | None = None, kind: str | None = None,
+               latest: bool = False) -> QuerySet[BenchmarkSuite]:
+    """Suites by name, newest version first (``latest``: each name's newest version only)."""
+    suites = BenchmarkSuite.objects.select_related("created_by", "created_by_user")
+    if name:
+        suites = suites.filter(name=name)
+    if kind:
+        suites = suites.filter(kind=kind)
+    if latest:
+        newest = BenchmarkSuite.objects.filter(name=OuterRef("name")).order_by("-version")
+        suites = suites.filter(pk=Subquery(newest.values("pk")[:1]))
+    return suites.order_by("name", "-version")
+
+
+def suite_get(*, ref: Any) -> BenchmarkSuite | None:
+    """A suite by id, ``name`` (its newest version) or ``name@version``."""
+    suites = BenchmarkSuite.objects.select_related("created_by", "created_by_user")
+    if isinstance(ref, int) and not isinstance(ref, bool):
+        return suites.filter(pk=ref).first()
+    if not isinstance(ref, str) or not ref:
+        return None
+    name, _, version = ref.partition("@")
+    if version:
+        return suites.filter(name=name, version=int(version)).first() if version.isdigit() \
+            else None
+    return suites.filter(name=name).order_by("-version").first()
 
 
 def run_list(*, status: str | None = None, suite: str | None = None,
@@ -103,13 +151,15 @@ def run_list(*, status: str | None = None, suite: str | None = None,
     if status:
         runs = runs.filter(status=status)
     if suite:
-        runs = runs.filter(suite__name=suite)
+        runs = runs.filter(suite__name=suite.partition("@")[0])
+        if "@" in suite and suite.partition("@")[2].isdigit():
+            runs = runs.filter(suite__version=int(suite.partition("@")[2]))
     if protocol:
         runs = runs.filter(protocol=protocol)
     if agent:
         # tools is a small JSON object {role: backend}: match the slug as one of its values
         # portably (SQLite and PostgreSQL) by its JSON text.
-        runs = runs.filter(tools__icontains=f'"{agent}"')
+        runs = runs.filter(Q(tools__icontains=f'"{agent}"') | Q(agents__icontains=f'"{agent}"'))
     if since:
         runs = runs.filter(queued_at__gte=since)
     return runs.order_by("-queued_at", "-id")
@@ -143,35 +193,73 @@ def artifact_open(*, run: BenchmarkRun, name: str) -> Any | None:
     return default_storage.open(path, "rb") if default_storage.exists(path) else None
 
 
+def _columns(run: BenchmarkRun) -> list[tuple[str, str | None]]:
+    """A run's columns in a comparison: itself (mesh), or one per target (replay)."""
+    if run.kind == BenchmarkRun.Kind.REPLAY:
+        return [(f"{run.pk}:{agent}", agent) for agent in run.agents]
+    return [(str(run.pk), None)]
+
+
+def _column_summary(run: BenchmarkRun, agent: str | None) -> dict[str, Any] | None:
+    if agent is None:
+        return run.summary
+    agents = (run.summary or {}).get("agents") or {}
+    return agents.get(agent)
+
+
 def runs_compare(*, runs: list[BenchmarkRun]) -> dict[str, Any]:
-    """Metrics side by side and, per question index any run answered, each run's answer and
-    scores; ``differences`` lists the questions where exact match or the answer differ."""
-    per_run = {r.pk: {res.question_index: res for res in r.results.all()} for r in runs}
-    indexes = sorted({i for results in per_run.values() for i in results})
+    """Metrics side by side and, per question index any run answered, each column's answer and
+    scores (a column: a mesh run, or one target of a replay, keyed ``run`` or ``run:agent``);
+    ``differences`` lists the questions where exact match or the answer differ. ``warnings``
+    says what makes the columns not comparable (other suites or question sets, a failed run)."""
+    per_column: dict[str, dict[int, BenchmarkResult]] = {}
+    columns = []
+    for run in runs:
+        for key, agent in _columns(run):
+            per_column[key] = {res.question_index: res for res in run.results.all()
+                               if (res.agent or None) == agent}
+            columns.append({"key": key, "run": run.pk, "agent": agent,
+                            "label": f"#{run.pk}" + (f" {agent}" if agent else
+                                                     f" {run.protocol}"),
+                            "summary": _column_summary(run, agent)})
+    indexes = sorted({i for results in per_column.values() for i in results})
     questions = []
     for index in indexes:
         row: dict[str, Any] = {"question_index": index, "question": None, "gold": None,
                                "runs": {}}
-        for run in runs:
-            res = per_run[run.pk].get(index)
+        for column in columns:
+            res = per_column[column["key"]].get(index)
             if res is None:
-                row["runs"][str(run.pk)] = None
+                row["runs"][column["key"]] = None
                 continue
             row["question"], row["gold"] = res.question, res.gold
-            row["runs"][str(run.pk)] = {"prediction": res.prediction, "status": res.status,
-                                        "exact_match": res.exact_match, "f1": res.f1,
-                                        "rouge_l": res.rouge_l, "bytes": res.bytes_tx
-                                        + res.bytes_rx, "elapsed_ms": res.elapsed_ms}
+            row["runs"][column["key"]] = {
+                "prediction": res.prediction, "status": res.status,
+                "exact_match": res.exact_match, "f1": res.f1, "rouge_l": res.rouge_l,
+                "similarity": res.similarity, "judge_score": res.judge_score,
+                "bytes": res.bytes_tx + res.bytes_rx, "elapsed_ms": res.elapsed_ms}
         answers = [(v or {}).get("prediction") for v in row["runs"].values()]
         ems = [(v or {}).get("exact_match") for v in row["runs"].values()]
         row["differs"] = len(set(map(str, answers))) > 1 or len(set(map(str, ems))) > 1
         questions.append(row)
+    warnings = []
+    if len({r.suite_id for r in runs}) > 1:
+        warnings.append("The runs are of different suites (or suite versions).")
+    elif len({tuple(r.question_indexes) for r in runs}) > 1:
+        warnings.append("The runs asked different questions of the suite.")
+    for run in runs:
+        if run.status != BenchmarkRun.Status.SUCCEEDED:
+            warnings.append(f"Run #{run.pk} is {run.status}: its figures are partial.")
     return {
-        "runs": [{"id": r.pk, "suite": r.suite.name, "protocol": r.protocol, "tools": r.tools,
-                  "status": r.status, "baseline": r.baseline, "quality_label": quality_label(r),
+        "runs": [{"id": r.pk, "kind": r.kind, "suite": r.suite.name,
+                  "suite_version": r.suite.version, "protocol": r.protocol, "tools": r.tools,
+                  "agents": r.agents, "judge": r.judge or None, "status": r.status,
+                  "baseline": r.baseline, "quality_label": quality_label(r),
                   "summary": r.summary} for r in runs],
+        "columns": columns,
         "questions": questions,
         "differences": [q["question_index"] for q in questions if q["differs"]],
+        "warnings": warnings,
     }
 
 

@@ -32,7 +32,13 @@ from agents.background import background_dispatch
 from agents.exceptions import Conflict, InvalidRequest
 from agents.models import Agent, ApiKey
 from benchmarks import events
-from benchmarks.models import DETERMINISTIC, BenchmarkResult, BenchmarkRun, BenchmarkSuite
+from benchmarks.models import (
+    DETERMINISTIC,
+    BenchmarkResult,
+    BenchmarkRun,
+    BenchmarkSuite,
+    RunPart,
+)
 
 log = logging.getLogger("gaia.benchmarks")
 
@@ -59,7 +65,7 @@ def suite_create(*, name: str, questions: Any, description: str = "", source: st
                  builtin: bool = False) -> BenchmarkSuite:
     """Validate ``questions`` (HotpotQA shape, size limits) and store a suite.
 
-    Raises :class:`InvalidRequest` naming the bad field, :class:`Conflict` for a taken name."""
+    Raises :class:`InvalidRequest` naming the bad field; a taken name gets a new version."""
     from mesh.suite import parse_suite
 
     size = len(json.dumps(questions))
@@ -81,9 +87,10 @@ def suite_create(*, name: str, questions: Any, description: str = "", source: st
         if not q.question.strip() or not q.paragraphs:
             raise InvalidRequest(f"questions: item {q.index} needs a question and a context.",
                                  param="questions", code="invalid")
-    if BenchmarkSuite.objects.filter(name=name).exists():
-        raise Conflict(f"A suite named {name!r} exists.", param="name", code="suite_exists")
-    suite = BenchmarkSuite(name=name, description=description, source=source, licence=licence,
+    # A name that exists gets its next version: runs keep naming the version they used.
+    latest = BenchmarkSuite.objects.filter(name=name).order_by("-version").first()
+    suite = BenchmarkSuite(name=name, version=latest.version + 1 if latest else 1,
+                           description=description, source=source, licence=licence,
                            questions=questions, question_count=len(parsed), builtin=builtin,
                            created_by=created_by)
     suite.full_clean()
@@ -184,8 +191,11 @@ def benchmark_run_dispatch(*, run_id: int) -> None:
     the event loop)."""
     limit = BenchmarkRun.objects.filter(pk=run_id).values_list("time_limit_s", flat=True)
     hard = (limit[0] if limit else 3600.0) + 120.0
+    # A replay's parts are shared by workers: one message per part waiting (each claims one).
+    parts = max(1, RunPart.objects.filter(run_id=run_id, status=RunPart.Status.QUEUED).count())
     try:
-        task_id = background_dispatch(RUN_TASK, run_id, queue=RUN_QUEUE, time_limit=hard)
+        for _ in range(parts):
+            task_id = background_dispatch(RUN_TASK, run_id, queue=RUN_QUEUE, time_limit=hard)
     except Exception:  # the broker is away: the stale-run check sends it again later
         log.warning("benchmark run %s: could not reach the broker; it stays queued and "
                     "is dispatched again by the next stale-run check", run_id, exc_info=True)
@@ -377,8 +387,9 @@ def benchmark_run_recover_stale(*, stale_after_s: float | None = None,
     cutoff = ExpressionWrapper(Now() - Value(timedelta(seconds=stale_after_s),
                                              output_field=DurationField()),
                                output_field=DateTimeField())
-    is_stale = Q(status=RUN_STATUS.RUNNING) & (Q(heartbeat_at__lt=cutoff)
-                                               | Q(heartbeat_at__isnull=True))
+    # A replay's parts are recovered one by one (benchmarks.replay.runs).
+    is_stale = Q(status=RUN_STATUS.RUNNING, kind=BenchmarkRun.Kind.MESH) & (
+        Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True))
     changed = []
     stale = BenchmarkRun.objects.filter(is_stale).values_list("pk", "attempts", "heartbeat_at",
                                                               "worker")

@@ -38,8 +38,10 @@ def _reap_seconds() -> float:
 
 
 def recover_stale_once() -> list[int]:
+    from benchmarks.replay.runs import replay_parts_recover_stale
+
     try:
-        return benchmark_run_recover_stale()
+        return benchmark_run_recover_stale() + replay_parts_recover_stale()
     except Exception:  # the database is away for a moment: try again next time
         log.warning("stale-run check failed", exc_info=True)
         return []

@@ -29,6 +29,7 @@ from agents.turns.door import (
     stored_reply,
     turn_ask,
     turn_open,
+    turn_replay,
 )
 from agents.turns.inject import (
     Inject,
@@ -70,4 +71,5 @@ __all__ = [
     "turn_ask",
     "turn_inject",
     "turn_open",
+    "turn_replay",
 ]

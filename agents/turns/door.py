@@ -149,12 +149,17 @@ async def stored_reply(*, response_id: str, api_key: ApiKey | None
 
 @dataclass
 class Answer:
-    """What an agent answered to :func:`turn_ask`."""
+    """What an agent answered to :func:`turn_ask` or :func:`turn_replay`."""
 
     text: str
     usage: llm.Usage
     thread_id: str
     finish_reason: str
+    agent: str = ""  # the agent that answered (auto routes, a team's leader answers)
+    ttft_ms: int | None = None
+    latency_ms: int | None = None
+    tool_calls: int = 0  # calls of the agent's own tools in the turn
+    error: str = ""
 
 
 async def turn_ask(*, agent: str, prompt: str, system: str = "", run_id: int | None = None,
@@ -170,27 +175,53 @@ async def turn_ask(*, agent: str, prompt: str, system: str = "", run_id: int | N
     The turn runs on the server's event loop when the caller runs on another one (a
     single-process server's embedded benchmark worker), so that a kill, the feed and the
     in-memory channel layer see it as any other turn of the process."""
+    return await turn_replay(
+        target=agent, messages=[llm.Message(role="user", parts=(llm.TextPart(prompt),))],
+        system=system, run_id=run_id, title=title, max_output_tokens=max_output_tokens)
+
+
+async def turn_replay(*, target: str, messages: list[llm.Message], system: str = "",
+                      run_id: int | None = None, title: str | None = None,
+                      max_output_tokens: int | None = None,
+                      response_format: dict[str, Any] | None = None) -> Answer:
+    """Have ``target`` (an agent's slug, ``auto`` or ``team/<slug>``) answer a conversation
+    (``messages``, ending with a user message) as :func:`turn_ask` does: a thread of the run
+    of its own, everything a client's turn goes through (tools, knowledge, fallbacks, a
+    team's members), the feed told. ``response_format``: the canonical (Chat Completions)
+    shape, as a client would ask for JSON."""
     serving = realtime.serving_loop()
-    coro = _ask(agent=agent, prompt=prompt, system=system, run_id=run_id, title=title,
-                max_output_tokens=max_output_tokens)
+    coro = _replay(target=target, messages=messages, system=system, run_id=run_id,
+                   title=title, max_output_tokens=max_output_tokens,
+                   response_format=response_format)
     if serving is not None and serving is not asyncio.get_running_loop():
         return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, serving))
     return await coro
 
 
-async def _ask(*, agent: str, prompt: str, system: str, run_id: int | None, title: str | None,
-               max_output_tokens: int | None) -> Answer:
+async def _replay(*, target: str, messages: list[llm.Message], system: str,
+                  run_id: int | None, title: str | None, max_output_tokens: int | None,
+                  response_format: dict[str, Any] | None) -> Answer:
+    virtual = catalogue.is_virtual(target)
     _, found = await run_db(services.request_authorize, raw_key=None, anonymous_allowed=True,
-                            agent_slug=agent)
-    assert found is not None
-    request = llm.LLMRequest(model=agent, system=system, max_output_tokens=max_output_tokens,
-                             messages=[llm.Message(role="user", parts=(llm.TextPart(prompt),))])
+                            agent_slug=None if virtual else target)
+    request = llm.LLMRequest(model=target, system=system, max_output_tokens=max_output_tokens,
+                             messages=list(messages),
+                             extra={"response_format": response_format} if response_format
+                             else {})
     tag = uuid.uuid4().hex
-    turn = Turn(TurnSpec(
-        agent=found, api_key=None, request=request, dialect="benchmark",
-        response_id=f"bench-{tag[:24]}", session_key=f"run:{run_id}:{tag}",
-        user=f"run {run_id}" if run_id is not None else None, title=title,
-        store_first=True, lease_wait=0, run_id=run_id))
+    response_id = f"bench-{tag[:24]}"
+    session_key = f"run:{run_id}:{tag}"
+    agent, route, team = await _resolve(target if virtual else found, None, request.messages,
+                                        thread_id=None, session_key=session_key,
+                                        response_id=response_id)
+    spec = TurnSpec(agent=agent, api_key=None, request=request, dialect="benchmark",
+                    response_id=response_id, session_key=session_key,
+                    user=f"run {run_id}" if run_id is not None else None,
+                    title=title or thread_title(request.messages), store_first=True,
+                    lease_wait=0, run_id=run_id, route=route)
+    turn: TurnLike = TeamTurn(spec, team) if team is not None else Turn(spec)
     await turn.open()
     result = await turn.collect(await turn.first(wait=3600))
-    return Answer(result.text, turn.usage, str(turn.thread_id), result.finish_reason)
+    return Answer(result.text, turn.usage, str(turn.thread_id), result.finish_reason,
+                  agent=turn.model, ttft_ms=result.ttft_ms, latency_ms=result.latency_ms,
+                  tool_calls=len(result.tool_steps), error=result.error)

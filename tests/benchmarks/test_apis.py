@@ -25,7 +25,7 @@ def client(bench_key: tuple[Any, str]) -> APIClient:
 
 
 @pytest.mark.django_db
-def test_auth_needs_a_benchmarks_key_or_staff(make_key: Any, suite: Any,
+def test_auth_needs_a_benchmarks_or_operator_key_or_staff(make_key: Any, suite: Any,
                                               django_user_model: Any) -> None:
     anon = APIClient()
     r = anon.get(f"{BASE}/runs")
@@ -38,6 +38,8 @@ def test_auth_needs_a_benchmarks_key_or_staff(make_key: Any, suite: Any,
     assert (r.status_code, r.json()["code"]) == (403, "insufficient_scope")
     _, bench = make_key(name="b", scopes=["benchmarks"])
     assert anon.get(f"{BASE}/runs", HTTP_X_API_KEY=bench).status_code == 200
+    _, ops = make_key(name="o", scopes=["operator"])  # operators steer runs too
+    assert anon.get(f"{BASE}/runs", HTTP_X_API_KEY=ops).status_code == 200
     user = django_user_model.objects.create_user("op", password="pw-123456")
     anon.force_login(user)
     r = anon.get(f"{BASE}/runs")
@@ -170,15 +172,21 @@ def test_suites_list_and_upload(client: APIClient, suite: Any) -> None:
                                        "licence": "CC BY-SA 4.0"}, format="json")
     assert r.status_code == 201, r.content
     assert r.json()["question_count"] == 1
-    r = client.post(f"{BASE}/suites", {"name": "mine", "questions": one}, format="json")
-    assert (r.status_code, r.json()["code"], r.json()["param"]) == (409, "suite_exists", "name")
+    assert r.json()["version"] == 1
+    # the same name again: its next version (the first stays as it was, for its runs)
+    two = suite.questions[:2]
+    r = client.post(f"{BASE}/suites", {"name": "mine", "questions": two}, format="json")
+    assert (r.status_code, r.json()["version"], r.json()["question_count"]) == (201, 2, 2)
     for body, param in (({"name": "x y", "questions": one}, "name"),
                         ({"name": "bad", "questions": [{"q": 1}]}, "questions"),
-                        ({"name": "bad"}, "questions")):
+                        ({"name": "bad"}, None)):  # neither questions nor from_threads
         r = client.post(f"{BASE}/suites", body, format="json")
         assert (r.status_code, r.json()["param"]) == (400, param), r.content
     run = client.post(f"{BASE}/runs", {"suite": "mine"}, format="json").json()
-    assert run["question_indexes"] == [0]
+    assert (run["question_indexes"], run["suite_version"]) == ([0, 1], 2)  # the newest
+    first = client.post(f"{BASE}/runs", {"suite": "mine@1"}, format="json").json()
+    assert (first["question_indexes"], first["suite_version"]) == ([0], 1)
+    assert services.benchmark_run_cancel(run=BenchmarkRun.objects.get(pk=first["id"]))
     assert services.benchmark_run_cancel(run=BenchmarkRun.objects.get(pk=run["id"]))
 
 

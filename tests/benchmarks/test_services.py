@@ -70,8 +70,10 @@ def test_suite_create_validates_shape_and_limits(db: Any) -> None:
         assert info.value.param == "questions"
     suite = services.suite_create(name="two", questions=good, licence="CC BY-SA 4.0")
     assert suite.question_count == 2
-    with pytest.raises(Conflict):
-        services.suite_create(name="two", questions=good)
+    again = services.suite_create(name="two", questions=good[:1])  # an edit: a new version
+    assert (again.version, again.question_count) == (2, 1)
+    suite.refresh_from_db()
+    assert (suite.version, suite.question_count) == (1, 2)  # the old version is unchanged
 
 
 def test_claim_is_conditional(suite: Any) -> None:

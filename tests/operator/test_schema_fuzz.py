@@ -56,6 +56,8 @@ def world(gaia_server: Any, make_key: Any, make_agent: Any) -> Iterator[dict[str
     results, and a key with both the operator and benchmarks scopes."""
     from agents import llm, services
     from benchmarks.models import BenchmarkResult, BenchmarkRun, BenchmarkSuite
+    from benchmarks.replay.runs import replay_run_create
+    from benchmarks.replay.suites import suite_from_threads
 
     agent = make_agent(slug="fuzz-echo", provider__options={})
     _, secret = make_key("fuzzer", scopes=["operator", "benchmarks"])
@@ -85,7 +87,11 @@ def world(gaia_server: Any, make_key: Any, make_agent: Any) -> Iterator[dict[str
     approval = services.approval_request(
         approval_id=uuid.uuid4(), thread_id=start.thread_id, agent=agent, response_id="r",
         call_id="c", tool="calculator", server="gaia", arguments="{}", timeout=600)
+    # a replay of the thread above, for the routes only a replay answers (its cases)
+    conversations = suite_from_threads(name="fuzz-replay", spec={"ids": [str(start.thread_id)]})
+    replay = replay_run_create(suite=conversations, agents=[agent.slug])
     yield {"slug": agent.slug, "thread_id": str(start.thread_id), "run_id": run.pk,
+           "replay_run_id": replay.pk, "suite_id": conversations.pk,
            "name": "summary.json", "secret": secret, "memory_id": memory.pk,
            "approval_id": str(approval.pk)}
     _purge_queued_runs()
@@ -104,11 +110,11 @@ def _purge_queued_runs() -> None:
 CONFIG = schemathesis.Config.from_dict({"generation": {"allow-x00": False}})
 
 # Operations whose input names other objects (a suite, agents as tools, question indexes, a
-# thread of another agent) or holds a document the schema cannot describe (a suite's
-# questions): a schema-valid body may still be refused with a 400, so the "schema-valid
-# request accepted" check does not apply. Every other check does.
+# thread of another agent, a run to compare with) or holds a document the schema cannot
+# describe (a suite's questions): a schema-valid body may still be refused with a 400, so the
+# "schema-valid request accepted" check does not apply. Every other check does.
 REFERENCES_OTHER_OBJECTS = {"benchmarks_runs_create", "benchmarks_suites_create",
-                            "inject_create"}
+                            "inject_create", "benchmarks_runs_cases"}
 
 
 @pytest.fixture(scope="module")
@@ -145,8 +151,10 @@ def test_operation_survives_fuzzing(method: str, path: str, live_schema: Any,
                                     world: dict[str, Any], gaia_server: Any) -> None:
     operation = live_schema[path][method]
     real = {name: world[name] for name in ("slug", "thread_id", "run_id", "name", "memory_id",
-                                           "approval_id")
+                                           "approval_id", "suite_id")
             if "{" + name + "}" in path}
+    if path.endswith("/cases") and "run_id" in real:  # only a replay run has cases
+        real["run_id"] = world["replay_run_id"]
     strategies = [operation.as_strategy(GenerationMode.POSITIVE),
                   operation.as_strategy(GenerationMode.NEGATIVE)]
     if real:

@@ -1,9 +1,10 @@
-"""The benchmarks REST API under ``/api/v1/benchmarks/`` (DRF).
+"""The benchmarks REST API under ``/api/v1/benchmarks/`` (DRF): runs and their comparison
+here, suites in :mod:`.suites`, a replay's cases and resuming a run in :mod:`.replay`.
 
-Who may call it: API keys with the ``benchmarks`` scope (``Authorization: Bearer`` or
-``X-API-Key``), or a staff session. Errors are the operator API's (:mod:`agents.rest`, the
-shared edge): ``{"detail": "...", "code": "invalid", "param": "limit", "errors": {...}}``; a
-400 names the bad field in ``param``.
+Who may call it: API keys with the ``benchmarks`` or the ``operator`` scope
+(``Authorization: Bearer`` or ``X-API-Key``), or a staff session. Errors are the operator
+API's (:mod:`agents.rest`, the shared edge): ``{"detail": "...", "code": "invalid", "param":
+"limit", "errors": {...}}``; a 400 names the bad field in ``param``.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from agents.models import ApiKey
 from agents.rest import GaiaApi, Pagination, StrictSerializer
 from benchmarks import selectors, services
 from benchmarks.models import BenchmarkRun, BenchmarkSuite
+from benchmarks.replay.runs import replay_run_create
 
 BUILTIN_SUITE = "hotpotqa-dev-30"
 
@@ -85,7 +87,14 @@ class ProgressOutput(serializers.Serializer):
 @extend_schema_serializer(component_name="BenchmarkRun")
 class RunOutput(serializers.Serializer):
     id = serializers.IntegerField()
+    kind = serializers.ChoiceField(choices=BenchmarkRun.Kind.choices)
     suite = serializers.CharField()
+    suite_id = serializers.IntegerField()
+    suite_version = serializers.IntegerField()
+    agents = serializers.ListField(child=serializers.CharField(),
+                                   help_text="A replay's targets (empty for a mesh run).")
+    judge = serializers.CharField(allow_null=True)
+    parallel = serializers.IntegerField(help_text="How many workers may share a replay.")
     status = serializers.ChoiceField(choices=BenchmarkRun.Status.choices)
     protocol = serializers.CharField()
     selection = serializers.DictField()
@@ -118,6 +127,7 @@ class RunDetailOutput(RunOutput):
 @extend_schema_serializer(component_name="BenchmarkResult")
 class ResultOutput(serializers.Serializer):
     question_index = serializers.IntegerField()
+    agent = serializers.CharField(allow_null=True, help_text="A replay's target.")
     question_id = serializers.CharField(allow_blank=True)
     question = serializers.CharField(allow_blank=True)
     status = serializers.CharField()
@@ -134,6 +144,14 @@ class ResultOutput(serializers.Serializer):
     tokens = serializers.IntegerField()
     tokens_by_agent = serializers.DictField()
     elapsed_ms = serializers.FloatField()
+    similarity = serializers.FloatField(allow_null=True)
+    judge_score = serializers.FloatField(allow_null=True)
+    judge_verdict = serializers.CharField(allow_null=True)
+    judge_reason = serializers.CharField(allow_null=True)
+    judge_error = serializers.CharField(allow_null=True)
+    ttft_ms = serializers.IntegerField(allow_null=True)
+    tool_calls = serializers.IntegerField()
+    thread_id = serializers.CharField(allow_null=True)
     artifacts = serializers.ListField(child=serializers.CharField())
 
 
@@ -152,7 +170,11 @@ class RunResultsOutput(serializers.Serializer):
 @extend_schema_serializer(component_name="BenchmarkCompareRun")
 class CompareRunOutput(serializers.Serializer):
     id = serializers.IntegerField()
+    kind = serializers.ChoiceField(choices=BenchmarkRun.Kind.choices)
     suite = serializers.CharField()
+    suite_version = serializers.IntegerField()
+    agents = serializers.ListField(child=serializers.CharField())
+    judge = serializers.CharField(allow_null=True)
     protocol = serializers.CharField()
     tools = serializers.DictField(child=serializers.CharField(), help_text=TOOLS_HELP)
     status = serializers.ChoiceField(choices=BenchmarkRun.Status.choices)
@@ -168,6 +190,8 @@ class CompareAnswerOutput(serializers.Serializer):
     exact_match = serializers.FloatField(allow_null=True)
     f1 = serializers.FloatField(allow_null=True)
     rouge_l = serializers.FloatField(allow_null=True)
+    similarity = serializers.FloatField(allow_null=True)
+    judge_score = serializers.FloatField(allow_null=True)
     bytes = serializers.IntegerField()
     elapsed_ms = serializers.FloatField()
 
@@ -178,26 +202,38 @@ class CompareQuestionOutput(serializers.Serializer):
     question = serializers.CharField(allow_null=True, allow_blank=True)
     gold = serializers.CharField(allow_null=True, allow_blank=True)
     runs = serializers.DictField(child=CompareAnswerOutput(allow_null=True),
-                                 help_text="Run id -> its answer (null: not asked).")
+                                 help_text="Column key (a run's id, or 'id:agent' for a "
+                                 "replay's target) -> its answer (null: not asked).")
     differs = serializers.BooleanField()
+
+
+@extend_schema_serializer(component_name="BenchmarkCompareColumn")
+class CompareColumnOutput(serializers.Serializer):
+    key = serializers.CharField()
+    run = serializers.IntegerField()
+    agent = serializers.CharField(allow_null=True)
+    label = serializers.CharField()
+    summary = serializers.DictField(allow_null=True)
 
 
 @extend_schema_serializer(component_name="BenchmarkCompare")
 class CompareOutput(serializers.Serializer):
     runs = CompareRunOutput(many=True)
+    columns = CompareColumnOutput(many=True)
     questions = CompareQuestionOutput(many=True)
     differences = serializers.ListField(child=serializers.IntegerField())
+    warnings = serializers.ListField(child=serializers.CharField())
 
 
-@extend_schema_serializer(component_name="BenchmarkSuite")
-class SuiteOutput(serializers.Serializer):
-    name = serializers.CharField()
-    description = serializers.CharField(allow_blank=True)
-    source = serializers.CharField(allow_blank=True)
-    licence = serializers.CharField(allow_blank=True)
-    question_count = serializers.IntegerField()
-    builtin = serializers.BooleanField()
-    created_at = serializers.CharField()
+class SuiteRefField(serializers.JSONField):
+    """A suite: its id, its name (the newest version) or ``name@version``."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        value = super().to_internal_value(data)
+        if isinstance(value, bool) or not isinstance(value, int | str) or (
+                isinstance(value, str) and not 0 < len(value) <= 120):
+            raise serializers.ValidationError("A suite's id, name or name@version.")
+        return value
 
 
 class ToolsField(serializers.JSONField):
@@ -221,7 +257,18 @@ class RunListCreateApi(BenchmarksApi):
 
     @extend_schema_serializer(component_name="BenchmarkRunSubmit")
     class InputSerializer(StrictSerializer):
-        suite = serializers.CharField(max_length=100, default=BUILTIN_SUITE)
+        suite = SuiteRefField(default=BUILTIN_SUITE)
+        agents = serializers.ListField(
+            child=serializers.CharField(max_length=100), min_length=1, max_length=8,
+            required=False, help_text="Replay a conversation suite against these targets "
+            "(agent slugs, 'auto', 'team/<slug>').")
+        judge = serializers.CharField(max_length=100, required=False, allow_blank=True,
+                                      help_text="A replay's judge: an agent's slug.")
+        parallel = serializers.IntegerField(min_value=1, max_value=32, default=1,
+                                            help_text="How many workers may share a replay.")
+        concurrency = serializers.IntegerField(min_value=1, max_value=64, default=4,
+                                               help_text="A replay's cases in flight per "
+                                               "worker.")
         protocol = serializers.CharField(max_length=100, default="json")
         limit = serializers.IntegerField(min_value=1, required=False)
         indexes = serializers.ListField(child=serializers.IntegerField(min_value=0),
@@ -255,9 +302,19 @@ class RunListCreateApi(BenchmarksApi):
         body = self.InputSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
-        suite = BenchmarkSuite.objects.filter(name=data["suite"]).first()
+        suite = selectors.suite_get(ref=data["suite"])
         if suite is None:
             raise exceptions.ValidationError({"suite": [f"No suite {data['suite']!r}."]})
+        if suite.kind == BenchmarkSuite.Kind.CONVERSATIONS or "agents" in data:
+            run = replay_run_create(
+                suite=suite, agents=data.get("agents") or [], judge=data.get("judge"),
+                limit=data.get("limit"), indexes=data.get("indexes"),
+                parallel=data["parallel"], concurrency=data["concurrency"],
+                question_timeout_s=data["question_timeout_s"],
+                time_limit_s=data["time_limit_s"], submitted_by=self._key(request),
+                submitted_by_user=self._user(request))
+            return Response(selectors.run_public(_run_or_404(run.pk)), status=201,
+                            headers={"Location": f"/api/v1/benchmarks/runs/{run.pk}"})
         run = services.benchmark_run_create(
             suite=suite, protocol=data["protocol"], limit=data.get("limit"),
             indexes=data.get("indexes"), tools=data.get("tools"),
@@ -336,35 +393,6 @@ class CompareApi(BenchmarksApi):
             raise exceptions.ValidationError({"runs": ["Between 2 and 20 distinct run ids."]})
         runs = [_run_or_404(i) for i in ids]
         return Response(selectors.runs_compare(runs=runs))
-
-
-class SuiteListCreateApi(BenchmarksApi):
-    schema_errors = (409,)
-
-    @extend_schema_serializer(component_name="BenchmarkSuiteCreate")
-    class InputSerializer(StrictSerializer):
-        name = serializers.SlugField(max_length=100)
-        description = serializers.CharField(required=False, allow_blank=True, max_length=5000)
-        source = serializers.CharField(required=False, allow_blank=True, max_length=500)
-        licence = serializers.CharField(required=False, allow_blank=True, max_length=200)
-        questions = serializers.JSONField()
-
-    @extend_schema(operation_id="benchmarks_suites_list", summary="Every question suite",
-                   responses=inline_serializer(name="BenchmarkSuiteList", fields={
-                       "results": SuiteOutput(many=True)}))
-    def get(self, request: Request) -> Response:
-        return Response({"results": [selectors.suite_public(s) for s in selectors.suite_list()]})
-
-    @extend_schema(request=InputSerializer, responses={201: SuiteOutput},
-                   operation_id="benchmarks_suites_create",
-                   summary="Upload a question suite (HotpotQA shape)")
-    def post(self, request: Request) -> Response:
-        if not isinstance(request.data, dict):
-            raise exceptions.ValidationError({"non_field_errors": ["Expected a JSON object."]})
-        body = self.InputSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        suite = services.suite_create(created_by=self._key(request), **body.validated_data)
-        return Response(selectors.suite_public(suite), status=201)
 
 
 class UnknownRouteApi(BenchmarksApi):
