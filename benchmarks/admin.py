@@ -10,27 +10,44 @@ from django.http import HttpRequest
 
 from agents.exceptions import GaiaError
 from benchmarks import selectors, services
-from benchmarks.models import BenchmarkResult, BenchmarkRun, BenchmarkSuite
+from benchmarks.models import BenchmarkResult, BenchmarkRun, BenchmarkSuite, SuiteCase
+from benchmarks.replay.runs import replay_run_create
+
+
+class SuiteCaseInline(admin.TabularInline):
+    model = SuiteCase
+    extra = 0
+    can_delete = False
+    fields = ["index", "input", "ideal", "source_thread", "source_agent"]
+    readonly_fields = fields
+    max_num = 0
 
 
 @admin.register(BenchmarkSuite)
 class BenchmarkSuiteAdmin(admin.ModelAdmin):
-    list_display = ["name", "question_count", "builtin", "source", "licence", "created_at"]
-    readonly_fields = ["question_count", "builtin", "created_by", "created_at"]
+    """Suites are read here: a version never changes once made (runs name it); a new version
+    comes from the API, the CLI or the pages (same name)."""
+
+    list_display = ["name", "version", "kind", "question_count", "builtin", "created_by",
+                    "created_at"]
+    list_filter = ["kind", "builtin"]
     search_fields = ["name", "description"]
+    inlines = [SuiteCaseInline]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        # Questions are validated by services.suite_create (API); runs refer to them.
-        return False if obj is not None and obj.builtin else super().has_change_permission(
-            request, obj)
+        return False
 
 
 class BenchmarkResultInline(admin.TabularInline):
     model = BenchmarkResult
     extra = 0
     can_delete = False
-    fields = ["question_index", "status", "prediction", "gold", "exact_match", "f1", "rouge_l",
-              "bytes_tx", "bytes_rx", "packets", "tokens", "elapsed_ms", "error"]
+    fields = ["question_index", "agent", "status", "prediction", "gold", "exact_match", "f1",
+              "rouge_l", "similarity", "judge_score", "judge_error", "bytes_tx", "bytes_rx",
+              "packets", "tokens", "elapsed_ms", "error"]
     readonly_fields = fields
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
@@ -39,9 +56,9 @@ class BenchmarkResultInline(admin.TabularInline):
 
 @admin.register(BenchmarkRun)
 class BenchmarkRunAdmin(admin.ModelAdmin):
-    list_display = ["id", "suite", "status", "protocol", "tool_backend", "progress",
+    list_display = ["id", "kind", "suite", "status", "protocol", "tool_backend", "progress",
                     "mean_em", "attempts", "queued_at", "finished_at"]
-    list_filter = ["status", "protocol", "suite"]
+    list_filter = ["kind", "status", "protocol", "suite"]
     actions = ["cancel_runs", "rerun_runs"]
     inlines = [BenchmarkResultInline]
     readonly_fields = [f.name for f in BenchmarkRun._meta.fields] + ["quality_label"]
@@ -49,8 +66,10 @@ class BenchmarkRunAdmin(admin.ModelAdmin):
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # submitted over the API or the CLI (validated there)
 
-    @admin.display(description="tools")
+    @admin.display(description="tools / targets")
     def tool_backend(self, run: BenchmarkRun) -> str:
+        if run.kind == BenchmarkRun.Kind.REPLAY:
+            return ", ".join(run.agents) + (f" (judge {run.judge})" if run.judge else "")
         return "deterministic (baseline)" if run.baseline and len(set(run.tools.values())) == 1 \
             else ", ".join(f"{k}={v}" for k, v in run.tools.items())
 
@@ -80,6 +99,18 @@ class BenchmarkRunAdmin(admin.ModelAdmin):
 
     @admin.action(description="Re-run the selected runs (new runs, same settings)")
     def rerun_runs(self, request: HttpRequest, queryset: QuerySet[BenchmarkRun]) -> None:
-        new = [services.benchmark_run_rerun(run=run, submitted_by_user=request.user).pk
+        new = [(_replay_again(run, request.user) if run.kind == BenchmarkRun.Kind.REPLAY
+                else services.benchmark_run_rerun(run=run, submitted_by_user=request.user)).pk
                for run in queryset]
         self.message_user(request, f"Queued run(s) {', '.join(map(str, new))}.")
+
+
+def _replay_again(run: BenchmarkRun, user: Any) -> BenchmarkRun:
+    sel = run.selection or {}
+    return replay_run_create(
+        suite=run.suite, agents=list(run.agents), judge=run.judge or None,
+        limit=sel.get("limit") if sel.get("mode") == "first" else None,
+        indexes=sel.get("indexes") if sel.get("mode") == "indexes" else None,
+        parallel=run.parallel, concurrency=run.concurrency,
+        question_timeout_s=run.question_timeout_s, time_limit_s=run.time_limit_s,
+        submitted_by_user=user)
