@@ -246,6 +246,8 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "ThreadStatusEnum": "agents.models.Thread.Status",
         "BenchmarkRunStatusEnum": "benchmarks.models.BenchmarkRun.Status",
+        "BenchmarkRunKindEnum": "benchmarks.models.BenchmarkRun.Kind",
+        "BenchmarkSuiteKindEnum": "benchmarks.models.BenchmarkSuite.Kind",
     },
 }
 
