@@ -10,6 +10,7 @@ refuses anyone else.
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime, time
 from typing import Any
 
 from django import forms
@@ -20,6 +21,7 @@ from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse_lazy
+from django.utils import timezone
 
 from agents import selectors
 from agents.exceptions import NotFound
@@ -95,20 +97,41 @@ class ThreadFilterForm(forms.Form):
                                required=False)
     agent = forms.CharField(required=False, max_length=100)
     q = forms.CharField(required=False, max_length=200, label="search")
+    since = forms.DateField(required=False, label="active since",
+                            widget=forms.DateInput(attrs={"type": "date"}))
+    until = forms.DateField(required=False, label="begun until",
+                            widget=forms.DateInput(attrs={"type": "date"}))
     run = forms.IntegerField(required=False, min_value=1, label="benchmark run",
                              widget=forms.HiddenInput)
+
+    def selector_filters(self) -> dict[str, Any]:
+        """The thread list selector's filters for what the form holds (nothing for a form
+        that does not validate): ``since`` from the start of its day, ``until`` to the end of
+        its day, in the server's time zone. The page sends the same filters, but ``run``, to
+        make an evaluation suite of the threads it lists."""
+        data = self.cleaned_data if self.is_valid() else {}
+        zone = timezone.get_current_timezone()
+        since, until = data.get("since"), data.get("until")
+        return {
+            "status": data.get("status") or None, "agent": data.get("agent") or None,
+            "q": data.get("q") or None, "run": data.get("run"),
+            "since": datetime.combine(since, time.min, zone) if since else None,
+            "until": datetime.combine(until, time.max, zone) if until else None,
+        }
 
 
 @staff_required
 def thread_list(request: HttpRequest) -> HttpResponse:
     form = ThreadFilterForm(request.GET or None)
-    filters = form.cleaned_data if form.is_valid() else {}
-    threads = selectors.thread_list(
-        status=filters.get("status") or None, agent=filters.get("agent") or None,
-        q=filters.get("q") or None, run=filters.get("run"))
-    page = Paginator(threads, THREADS_PER_PAGE).get_page(request.GET.get("page"))
+    filters = form.selector_filters()
+    page = Paginator(selectors.thread_list(**filters),
+                     THREADS_PER_PAGE).get_page(request.GET.get("page"))
     query = request.GET.copy()
     query.pop("page", None)
+    # a benchmark run's own threads make no suite (they are replays, not conversations)
+    suite_filter = None if filters["run"] else {
+        k: v.isoformat() if isinstance(v, datetime) else v
+        for k, v in filters.items() if v is not None and k != "run"}
     return render(request, "ui/threads.html", {
         "page": "threads",
         "form": form,
@@ -117,6 +140,10 @@ def thread_list(request: HttpRequest) -> HttpResponse:
         "per_page": THREADS_PER_PAGE,
         "query": query.urlencode(),
         "agents": Agent.objects.order_by("slug").values_list("slug", flat=True),
+        "suite_filter": suite_filter,
+        "can_make_suite": suite_filter is not None,
+        "filter_text": ", ".join(f"{form.fields[k].label or k} {v}" for k, v in (
+            form.cleaned_data.items() if form.is_valid() else ()) if v and k != "run"),
     })
 
 

@@ -11,9 +11,15 @@ from typing import Any
 from django.core.files.storage import default_storage
 from django.db.models import OuterRef, Q, QuerySet, Subquery
 
-from agents.models import Agent
+from agents.models import Agent, Team
 from agents.selectors import iso
-from benchmarks.models import BASELINE_LABEL, BenchmarkResult, BenchmarkRun, BenchmarkSuite
+from benchmarks.models import (
+    BASELINE_LABEL,
+    BenchmarkResult,
+    BenchmarkRun,
+    BenchmarkSuite,
+    SuiteCase,
+)
 
 ARTIFACT_NAMES = ("summary.json", "run_artifacts.tar.gz")
 
@@ -114,6 +120,23 @@ def suite_public(suite: BenchmarkSuite) -> dict[str, Any]:
         "builtin": suite.builtin,
         "created_at": iso(suite.created_at),
     }
+
+
+def last_user_message(messages: list[dict[str, Any]]) -> str:
+    """What a case asks: its conversation's last user message."""
+    return next((m.get("content") or "" for m in reversed(messages or [])
+                 if m.get("role") == "user"), "")
+
+
+def case_public(case: SuiteCase) -> dict[str, Any]:
+    return {"index": case.index, "input": case.input, "ideal": case.ideal,
+            "source_thread": str(case.source_thread) if case.source_thread else None,
+            "source_message": case.source_message, "source_agent": case.source_agent or None}
+
+
+def suite_cases(*, suite: BenchmarkSuite) -> QuerySet[SuiteCase]:
+    """A conversation suite's cases, in order."""
+    return suite.cases.order_by("index")
 
 
 def suite_list(*, name: str | None = None, kind: str | None = None,
@@ -266,3 +289,10 @@ def runs_compare(*, runs: list[BenchmarkRun]) -> dict[str, Any]:
 def agent_slugs_enabled() -> list[str]:
     """The agents a run's roles may use (the submit form's choices)."""
     return list(Agent.objects.filter(enabled=True).order_by("slug").values_list("slug", flat=True))
+
+
+def replay_targets() -> list[str]:
+    """What a replay may run against (the submit form's choices): ``auto``, every enabled
+    agent, every team as ``team/<slug>``."""
+    teams = Team.objects.order_by("slug").values_list("slug", flat=True)
+    return ["auto", *agent_slugs_enabled(), *(f"team/{slug}" for slug in teams)]

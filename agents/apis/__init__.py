@@ -216,7 +216,8 @@ class ThreadListApi(OperatorApi):
     class FilterSerializer(PaginationFilter):
         status = serializers.ChoiceField(choices=Thread.Status.choices, required=False)
         agent = serializers.CharField(required=False, max_length=100, trim_whitespace=False)
-        since = serializers.DateTimeField(required=False)
+        since = serializers.DateTimeField(required=False, help_text="Active at or after.")
+        until = serializers.DateTimeField(required=False, help_text="Begun at or before.")
         q = serializers.CharField(required=False, max_length=200, trim_whitespace=False)
         run = serializers.IntegerField(required=False, min_value=1, help_text="The threads "
                                        "of this benchmark run (left out otherwise).")
@@ -229,7 +230,8 @@ class ThreadListApi(OperatorApi):
     def get(self, request: Request) -> Response:
         f = self.filters(self.FilterSerializer)
         rows = selectors.thread_list(status=f.get("status"), agent=f.get("agent"),
-                                     since=f.get("since"), q=f.get("q"), run=f.get("run"))
+                                     since=f.get("since"), until=f.get("until"), q=f.get("q"),
+                                     run=f.get("run"))
         return self.paginated(rows, selectors.thread_public_row, self.OutputSerializer)
 
 

@@ -122,9 +122,11 @@ def message_public_row(row: Message) -> dict[str, Any]:
 
 
 def thread_list(*, status: str | None = None, agent: str | None = None, since: Any = None,
-                q: str | None = None, run: int | None = None) -> QuerySet[Thread]:
+                until: Any = None, q: str | None = None, run: int | None = None
+                ) -> QuerySet[Thread]:
     """Threads, most recently active first. ``agent`` is an agent's slug, ``since`` keeps the
-    threads active at or after that time, ``q`` searches titles and message texts
+    threads active at or after that time, ``until`` those begun at or before it (together:
+    the threads active in that window), ``q`` searches titles and message texts
     (case-insensitive substring). The threads of benchmark runs are left out, unless ``run``
     names the run whose threads to list (then only those)."""
     threads = (Thread.objects.select_related("agent", "api_key").order_by("-updated_at", "pk")
@@ -135,6 +137,8 @@ def thread_list(*, status: str | None = None, agent: str | None = None, since: A
         threads = threads.filter(agent__slug=agent)
     if since is not None:
         threads = threads.filter(updated_at__gte=since)
+    if until is not None:
+        threads = threads.filter(created_at__lte=until)
     if q:
         threads = threads.filter(
             Q(title__icontains=q)

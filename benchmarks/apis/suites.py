@@ -186,10 +186,7 @@ class SuiteCasesApi(BenchmarksApi):
                        "results": CaseOutput(many=True)}))
     def get(self, request: Request, suite_id: int) -> Response:
         suite = _suite_or_404(suite_id)
-        return self.paginated(suite.cases.order_by("index"), lambda c: {
-            "index": c.index, "input": c.input, "ideal": c.ideal,
-            "source_thread": str(c.source_thread) if c.source_thread else None,
-            "source_message": c.source_message, "source_agent": c.source_agent or None})
+        return self.paginated(selectors.suite_cases(suite=suite), selectors.case_public)
 
 
 class SuiteExportApi(BenchmarksApi):

@@ -14,6 +14,7 @@ from django.db.models import QuerySet
 from agents.selectors import iso
 from benchmarks.models import BenchmarkResult, BenchmarkRun, BenchmarkSuite, SuiteCase
 from benchmarks.replay.scoring import outcome, primary
+from benchmarks.selectors import last_user_message
 
 METRICS = ("exact_match", "f1", "rouge_l", "similarity", "judge_score")
 
@@ -140,10 +141,9 @@ def replay_cases(*, run: BenchmarkRun, against: BenchmarkRun | None = None,
             item["delta"] = (round(item["score"] - base, 4) if item["score"] is not None
                              and base is not None else None)
             shown.append(item)
-        last_user = next((m["content"] for m in reversed(case.input) if m["role"] == "user"),
-                         "")
         deltas = [c["delta"] for c in shown if c["delta"] is not None]
-        out.append({"index": index, "input": case.input, "question": last_user,
+        out.append({"index": index, "input": case.input,
+                    "question": last_user_message(case.input),
                     "reference": case.ideal, "source_thread": str(case.source_thread)
                     if case.source_thread else None, "source_agent": case.source_agent or None,
                     "candidates": shown, "worst_delta": min(deltas) if deltas else None})

@@ -82,9 +82,8 @@ def _thread_ids(spec: dict[str, Any]) -> list[Any]:
             found.append(thread.pk)
         return found
     threads = agent_selectors.thread_list(status=spec.get("status"), agent=spec.get("agent"),
-                                          since=spec.get("since"), q=spec.get("q"))
-    if spec.get("until") is not None:
-        threads = threads.filter(created_at__lte=spec["until"])
+                                          since=spec.get("since"), until=spec.get("until"),
+                                          q=spec.get("q"))
     ids = list(threads.values_list("pk", flat=True)[:MAX_THREADS + 1])
     if len(ids) > MAX_THREADS:
         raise InvalidRequest(f"Over {MAX_THREADS} threads match; narrow the filter.",

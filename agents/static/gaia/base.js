@@ -63,12 +63,13 @@
     return "HTTP " + status;
   }
 
-  function api(method, path, payload) {
+  /* A call of the REST API; ``payload`` goes as JSON, or as it is with ``contentType``. */
+  function api(method, path, payload, contentType) {
     var init = { method: method, credentials: "same-origin",
                  headers: { "Accept": "application/json", "X-CSRFToken": csrf() } };
     if (payload !== undefined) {
-      init.headers["Content-Type"] = "application/json";
-      init.body = JSON.stringify(payload);
+      init.headers["Content-Type"] = contentType || "application/json";
+      init.body = contentType ? payload : JSON.stringify(payload);
     }
     return fetch(path.indexOf("/") === 0 ? path : API + "/" + path, init).then(function (r) {
       return r.text().then(function (text) {
@@ -121,6 +122,7 @@
       else if (kind === "kill") notice("Kill sent.");
       else if (kind === "pause" || kind === "resume") notice("Agent " + kind + "d.");
       else if (kind === "cancel") notice("Cancel sent.");
+      else if (kind === "resume") notice("Resumed: the run is queued again.");
       else if (kind === "approval") notice("The tool call is " + (data && data.status) + ".");
       form.dispatchEvent(new CustomEvent("gaia:done", { detail: data, bubbles: true }));
     }).catch(fail).then(function () { buttons.forEach(function (b) { b.disabled = false; }); });

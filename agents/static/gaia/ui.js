@@ -9,6 +9,7 @@
   var listOf = G.listOf, api = G.api, fail = G.fail, badge = G.badge;
   var body = document.body;
   var PAGE = G.PAGE;
+  var SELECTABLE = PAGE === "threads" && body.dataset.selectable === "1";
 
   // ------------------------------------------------------------------------------------------
   // Renderers (the JS twins of the templates in templates/ui/)
@@ -33,6 +34,8 @@
     var title = t.title || t.id;
     if (title.length > 60) title = title.slice(0, 59) + "…";
     return h("tr", { "data-thread": t.id },
+      // the thread list's picks for a suite (benchmarks/static/benchmarks/suites.js) survive redraws
+      SELECTABLE ? h("td", null, h("input", { type: "checkbox", "class": "thread-pick", value: t.id, checked: !!(G.pickedThreads || {})[t.id], "aria-label": "pick thread " + t.id })) : null,
       h("td", null, badge(t.status)),
       h("td", null, threadLink(t.id, title)),
       h("td", { text: t.agent || "" }),
@@ -432,17 +435,20 @@
     return Promise.all(reads);
   });
 
-  /* The thread list as the server rendered it (same filters, same page), read again. */
+  /* The thread list as the server rendered it (same filters, same page), read again: the
+   * filters as the server resolved them (#suite-filter: dates made times), or a run's. */
   function resyncThreadList() {
     var params = new URLSearchParams(window.location.search);
     var per = Number(body.dataset.perPage) || 50;
     var query = new URLSearchParams({ limit: per, offset: per * ((Number(params.get("page")) || 1) - 1) });
-    ["status", "agent", "q", "run"].forEach(function (k) { if (params.get(k)) query.set(k, params.get(k)); });
+    var resolved = q("#suite-filter") ? JSON.parse(q("#suite-filter").textContent) : {};
+    Object.keys(resolved).forEach(function (k) { query.set(k, resolved[k]); });
+    if (params.get("run")) query.set("run", params.get("run"));
     return api("GET", "threads?" + query.toString()).then(function (data) {
       var tbody = q("#thread-rows");
       var threads = listOf(data, "threads");
       if (threads.length) tbody.replaceChildren.apply(tbody, threads.map(threadRow));
-      else tbody.replaceChildren(h("tr", { "class": "empty" }, h("td", { colspan: 6, text: "No thread matches." })));
+      else tbody.replaceChildren(h("tr", { "class": "empty" }, h("td", { colspan: SELECTABLE ? 7 : 6, text: "No thread matches." })));
     }).catch(function () {});
   }
 

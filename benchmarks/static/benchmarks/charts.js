@@ -87,5 +87,59 @@
     return svg;
   }
 
-  window.GaiaCharts = { bars: bars, timeline: timeline, format: fmt };
+  /* A line chart over points in order (a suite's runs): one line per series, gaps where a
+   * series has no value. spec = {title, metric, x: [label], series: [{label, values}],
+   * max (the y axis' top; default: the largest value)} */
+  function lines(container, spec) {
+    var x = spec.x || [], series = spec.series || [];
+    var width = 760, left = 44, right = 150, top = 28, plotH = 170, bottom = 40;
+    var height = top + plotH + bottom;
+    var max = spec.max || 0;
+    series.forEach(function (s) { s.values.forEach(function (v) { if (typeof v === "number" && v > max) max = v; }); });
+    if (!(max > 0)) max = 1;
+    var span = width - left - right;
+    function px(i) { return left + (x.length > 1 ? span * i / (x.length - 1) : span / 2); }
+    function py(v) { return top + plotH - plotH * v / max; }
+    var svg = el("svg", { viewBox: "0 0 " + width + " " + height, role: "img", "class": "line-chart",
+                          "data-metric": spec.metric || "" });
+    svg.appendChild(el("title", {}, spec.title));
+    svg.appendChild(el("text", { x: 0, y: 16, "font-weight": "600" }, spec.title));
+    for (var t = 0; t <= 4; t++) {
+      var y = py(max * t / 4);
+      svg.appendChild(el("line", { x1: left, x2: left + span, y1: y, y2: y, stroke: "#eef0f3" }));
+      svg.appendChild(el("text", { x: left - 6, y: y + 4, "text-anchor": "end" }, fmt(max * t / 4)));
+    }
+    svg.appendChild(el("line", { x1: left, x2: left, y1: top, y2: top + plotH, "class": "axis" }));
+    svg.appendChild(el("line", { x1: left, x2: left + span, y1: top + plotH, y2: top + plotH, "class": "axis" }));
+    var every = Math.max(1, Math.ceil(x.length / 10));  // at most ten labels under the axis
+    x.forEach(function (label, i) {
+      if (i % every && i !== x.length - 1) return;
+      svg.appendChild(el("text", { x: px(i), y: top + plotH + 16, "text-anchor": "middle", "class": "x-label" }, label));
+    });
+    series.forEach(function (s, k) {
+      var color = PALETTE[k % PALETTE.length], d = "", pen = "M";
+      s.values.forEach(function (v, i) {
+        if (typeof v !== "number") { pen = "M"; return; }
+        d += pen + px(i).toFixed(1) + " " + py(v).toFixed(1) + " ";
+        pen = "L";
+      });
+      var g = el("g", { "class": "series", "data-series": s.label });
+      if (d) g.appendChild(el("path", { d: d, fill: "none", stroke: color, "stroke-width": 2 }));
+      s.values.forEach(function (v, i) {
+        if (typeof v !== "number") return;
+        var dot = el("circle", { cx: px(i), cy: py(v), r: 3.5, fill: color, "class": "point" });
+        dot.appendChild(el("title", {}, s.label + " · " + x[i] + ": " + fmt(v)));
+        g.appendChild(dot);
+      });
+      svg.appendChild(g);
+      var ly = top + 6 + k * 18;
+      svg.appendChild(el("rect", { x: left + span + 14, y: ly - 8, width: 10, height: 10, rx: 2, fill: color }));
+      var name = String(s.label);
+      svg.appendChild(el("text", { x: left + span + 30, y: ly + 1, "class": "legend" }, name.length > 18 ? name.slice(0, 17) + "\u2026" : name));
+    });
+    container.replaceChildren(svg);
+    return svg;
+  }
+
+  window.GaiaCharts = { bars: bars, timeline: timeline, lines: lines, format: fmt };
 })();

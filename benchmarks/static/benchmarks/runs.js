@@ -1,6 +1,8 @@
-/* The benchmark pages: run lists with progress bars (the dashboard's too), the run page, the
- * submit form and the compare page, drawn from /api/v1/benchmarks/ and kept live by the feed's
- * run_* events (joined through Gaia.pages; agents/static/gaia/base.js has the helpers). */
+/* The benchmark pages: run lists with progress bars (the dashboard's too), a mesh run's page
+ * and the submit form (mesh runs and replays), drawn from /api/v1/benchmarks/ and kept live by
+ * the feed's run_* events (joined through Gaia.pages; agents/static/gaia/base.js has the
+ * helpers). The compare page is compare.js; a replay's page replay.js and replay_cases.js;
+ * the suites suites.js. What they share is Gaia.bench. */
 (function () {
   "use strict";
 
@@ -45,18 +47,31 @@
     if (e.target.classList && e.target.classList.contains("run-pick")) picked[e.target.value] = e.target.checked;
   });
 
+  function suiteRef(run) { return runSuite(run) + (run.suite_version ? " v" + run.suite_version : ""); }
+
+  /* A replay's primary score per target ("judge_score" when judged, else "similarity"). */
+  function primaryKey(run) { return run.judge ? "judge_score" : "similarity"; }
+
+  function scoresText(run) {
+    var s = summaryOf(run);
+    if (run.kind === "replay") {
+      var agents = s.agents || {};
+      return Object.keys(agents).map(function (a) { return a + " " + fixed(agents[a][primaryKey(run)]); }).join(" · ");
+    }
+    return s.mean_exact_match === undefined ? "" : "EM " + fixed(s.mean_exact_match) + " · F1 " + fixed(s.mean_f1);
+  }
+
   function runRow(run, selectable) {
     var id = runId(run);
-    var s = summaryOf(run);
-    return h("tr", { "data-run": id },
+    return h("tr", { "data-run": id, "data-kind": run.kind || "mesh" },
       selectable ? h("td", null, h("input", { type: "checkbox", "class": "run-pick", value: id, checked: !!picked[id], "aria-label": "compare run " + id })) : null,
       h("td", null, h("a", { href: "/runs/" + encodeURIComponent(id) + "/", text: "#" + id })),
-      h("td", { text: runSuite(run) }),
-      h("td", { text: run.protocol || "" }),
+      h("td", { "class": "run-kind", text: run.kind || "mesh" }),
+      h("td", { "class": "run-suite" }, run.suite_id ? h("a", { href: "/runs/suites/" + encodeURIComponent(run.suite_id) + "/", text: suiteRef(run) }) : suiteRef(run)),
+      h("td", { text: run.kind === "replay" ? (run.agents || []).join(", ") + (run.judge ? " (judge " + run.judge + ")" : "") : (run.protocol || "") }),
       h("td", { "class": "run-status" }, badge(run.status)),
       h("td", { "class": "run-progress" }, progressNode(runDone(run), runTotal(run), run.status)),
-      h("td", { "class": "num", text: fixed(s.mean_exact_match) }),
-      h("td", { "class": "num", text: fixed(s.mean_f1) }),
+      h("td", { "class": "run-scores", text: scoresText(run) }),
       h("td", { text: run.queued_at || run.created_at || "" }));
   }
 
@@ -73,9 +88,9 @@
       var runs = listOf(data, "runs");
       if (!runs.length) { box.replaceChildren(h("p", { "class": "muted", text: "No runs yet." })); return; }
       box.replaceChildren(h("table", { "class": "runs" },
-        h("thead", null, h("tr", null, selectable ? h("th", { text: "" }) : null, h("th", { text: "Run" }), h("th", { text: "Suite" }),
-          h("th", { text: "Protocol" }), h("th", { text: "Status" }), h("th", { text: "Progress" }),
-          h("th", { "class": "num", text: "EM" }), h("th", { "class": "num", text: "F1" }), h("th", { text: "Queued" }))),
+        h("thead", null, h("tr", null, selectable ? h("th", { text: "" }) : null, h("th", { text: "Run" }), h("th", { text: "Kind" }),
+          h("th", { text: "Suite" }), h("th", { text: "Protocol or targets" }), h("th", { text: "Status" }), h("th", { text: "Progress" }),
+          h("th", { text: "Scores" }), h("th", { text: "Queued" }))),
         h("tbody", { id: "run-rows" }, runs.map(function (r) { return runRow(r, selectable); }))));
     }).catch(function (err) {
       box.replaceChildren(h("p", { "class": "muted", text: "Runs are not available: " + err.message }));
@@ -253,96 +268,45 @@
     }).catch(fail);
   }
 
-  var COMPARE_METRICS = [
-    ["exact_match", "Exact match", ""], ["f1", "F1", ""], ["rouge_l", "ROUGE-L", ""],
-    ["bytes", "Bytes per question", "B"], ["packets", "Packets per question", ""],
-    ["header_overhead", "Header overhead per question", "B"], ["elapsed_ms", "Mean elapsed per question", "ms"]];
-
-  function compareValue(run, key) {
-    var m = run.metrics || run.summary || run;
-    var candidates = {
-      exact_match: [m.exact_match, m.mean_exact_match, m.em],
-      f1: [m.f1, m.mean_f1],
-      rouge_l: [m.rouge_l, m.mean_rouge_l],
-      bytes: [m.bytes, m.bytes_per_question && m.bytes_per_question.total, m.bytes_per_question],
-      packets: [m.packets, m.pkt_cnt_per_question, m.packets_per_question],
-      header_overhead: [m.header_overhead, m.header_overhead_per_question],
-      elapsed_ms: [m.elapsed_ms && typeof m.elapsed_ms === "object" ? m.elapsed_ms.mean : m.elapsed_ms, m.elapsed]
-    }[key];
-    for (var i = 0; i < candidates.length; i++) {
-      var v = num(candidates[i]);
-      if (v !== null && !isNaN(v) && typeof candidates[i] !== "object") return v;
-    }
-    return null;
-  }
-
-  function runLabel(run) { return "#" + runId(run) + " " + (run.protocol || "") + (runSuite(run) ? " · " + runSuite(run) : ""); }
-
-  function loadCompare() {
-    var ids = (body.dataset.runs || "").split(",").map(function (s) { return s.trim(); }).filter(Boolean);
-    if (ids.length < 1) { q("#differences").replaceChildren(h("p", { "class": "muted", text: "Pick runs to compare on the runs page." })); return; }
-    api("GET", "benchmarks/compare?runs=" + encodeURIComponent(ids.join(","))).then(function (data) {
-      var runs = listOf(data.runs || data, "runs");
-      q("#compare-head").replaceChildren(h("tr", null, h("th", { text: "Run" }), COMPARE_METRICS.map(function (c) { return h("th", { "class": "num", text: c[1] }); })));
-      q("#compare-rows").replaceChildren.apply(q("#compare-rows"), runs.map(function (r) {
-        return h("tr", { "data-run": runId(r) }, h("td", null, h("a", { href: "/runs/" + encodeURIComponent(runId(r)) + "/", text: runLabel(r) })),
-          COMPARE_METRICS.map(function (c) { return h("td", { "class": "num", text: window.GaiaCharts.format(compareValue(r, c[0])) }); }));
-      }));
-      var charts = q("#charts");
-      charts.replaceChildren.apply(charts, COMPARE_METRICS.map(function (c) {
-        var box = h("div", { "class": "card chart", "data-metric": c[0] });
-        window.GaiaCharts.bars(box, { title: c[1], unit: c[2], metric: c[0],
-          items: runs.map(function (r) { return { label: runLabel(r), value: compareValue(r, c[0]) }; }) });
-        return box;
-      }));
-      renderDifferences(data.questions || [], runs);
-    }).catch(function (err) {
-      var e = q("#compare-error");
-      e.textContent = err.message;
-      e.hidden = false;
-    });
-  }
-
-  function renderDifferences(questions, runs) {
-    var box = q("#differences");
-    var diffs = questions.filter(function (x) { return x.differs; });
-    if (!diffs.length) { box.replaceChildren(h("p", { "class": "muted", text: "Every run gave the same answers." })); return; }
-    box.replaceChildren(h("table", { "class": "diff" },
-      h("thead", null, h("tr", null, h("th", { text: "#" }), h("th", { text: "Question" }), h("th", { text: "Gold" }),
-        runs.map(function (r) { return h("th", { text: runLabel(r) }); }))),
-      h("tbody", null, diffs.map(function (d) {
-        return h("tr", { "data-question": d.question_index }, h("td", { "class": "num", text: d.question_index }),
-          h("td", { text: d.question || "" }), h("td", { text: d.gold || "" }),
-          runs.map(function (r) {
-            var a = (d.runs || {})[String(runId(r))];
-            if (!a) return h("td", { "class": "muted", text: "not run" });
-            return h("td", { "class": a.exact_match ? "em" : "" }, h("span", { text: a.prediction === null || a.prediction === undefined ? "(" + a.status + ")" : a.prediction }),
-              h("span", { "class": "muted small", text: " EM " + fixed(a.exact_match) + " · F1 " + fixed(a.f1) }));
-          }));
-      }))));
-  }
-
+  /* The submit form: a HotpotQA suite makes a mesh run (protocol, a backend per role), a
+   * conversation suite a replay (targets, judge, workers); the other kind's fields are
+   * hidden and disabled, so the browser checks only what is sent. */
   function setupRunForm() {
     var form = q("#run-form");
-    api("GET", "benchmarks/suites").then(function (data) {
-      var suites = listOf(data, "suites");
-      var sel = q("#run-suite");
-      sel.replaceChildren.apply(sel, suites.map(function (s) {
-        var count = s.question_count !== undefined ? s.question_count : (s.questions ? s.questions.length : null);
-        return h("option", { value: s.name || s.id, text: (s.name || s.id) + (count !== null ? " (" + count + " questions)" : "") });
-      }));
-    }).catch(fail);
+    var sel = q("#run-suite");
+    function kind() {
+      var opt = sel.options[sel.selectedIndex];
+      return opt && opt.dataset.kind === "conversations" ? "replay" : "mesh";
+    }
+    function toggle() {
+      qa(".run-kind", form).forEach(function (box) {
+        var on = box.dataset.for === kind();
+        show(box, on);
+        qa("input, select", box).forEach(function (field) { field.disabled = !on; });
+      });
+    }
+    sel.addEventListener("change", toggle);
+    toggle();
     form.addEventListener("submit", function (e) {
       e.preventDefault();
       var d = new FormData(form);
-      var tools = {};
-      qa("select[data-role]", form).forEach(function (s) { tools[s.dataset.role] = s.value; });
-      var payload = { suite: d.get("suite"), protocol: d.get("protocol"), tools: tools,
-                      question_timeout_s: Number(d.get("question_timeout_s")),
+      var err = q("#run-form-error");
+      var payload = { suite: d.get("suite"), question_timeout_s: Number(d.get("question_timeout_s")),
                       time_limit_s: Number(d.get("time_limit_s")) };
+      if (kind() === "replay") {
+        payload.agents = d.getAll("agents");
+        if (!payload.agents.length) { err.textContent = "Pick one or more targets to replay against."; err.hidden = false; return; }
+        if (d.get("judge")) payload.judge = d.get("judge");
+        payload.parallel = Number(d.get("parallel"));
+        payload.concurrency = Number(d.get("concurrency"));
+      } else {
+        var tools = {};
+        qa("select[data-role]", form).forEach(function (s) { tools[s.dataset.role] = s.value; });
+        payload.protocol = d.get("protocol");
+        payload.tools = tools;
+      }
       if (d.get("selection") === "first") payload.limit = Number(d.get("limit"));
       if (d.get("selection") === "indexes") payload.indexes = String(d.get("indexes")).split(/[\s,]+/).filter(Boolean).map(Number);
-      var err = q("#run-form-error");
       err.hidden = true;
       q("#run-submit").disabled = true;
       api("POST", "benchmarks/runs", payload).then(function (run) {
@@ -382,5 +346,7 @@
   if (PAGE === "runs") setupCompareForm();
   if (PAGE === "run") loadRun();
   if (PAGE === "run_new") setupRunForm();
-  if (PAGE === "compare") loadCompare();
+
+  G.bench = { runId: runId, progressNode: progressNode, setProgress: setProgress, summaryOf: summaryOf,
+              suiteRef: suiteRef, primaryKey: primaryKey };
 })();
