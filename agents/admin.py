@@ -31,7 +31,6 @@ from agents.models import (
     Team,
     TeamMember,
     Thread,
-    options_unmasked,
 )
 
 
@@ -59,13 +58,10 @@ class ProviderForm(forms.ModelForm):
 
     def save(self, commit: bool = True) -> Provider:
         provider = super().save(commit=False)
-        stored = Provider.objects.get(pk=self.instance.pk).options if self.instance.pk else {}
-        provider.options = options_unmasked(provider.options, stored)
-        new = self.cleaned_data.get("api_key_secret")
-        if self.cleaned_data.get("clear_api_key"):
-            provider.api_key_secret = ""
-        elif not new and self.instance.pk:
-            provider.api_key_secret = Provider.objects.get(pk=self.instance.pk).api_key_secret
+        stored = Provider.objects.get(pk=self.instance.pk) if self.instance.pk else None
+        services.provider_secrets_kept(  # the console's rule too (services.provider_save)
+            provider, stored=stored, api_key=self.cleaned_data.get("api_key_secret"),
+            clear_api_key=bool(self.cleaned_data.get("clear_api_key")))
         if commit:
             provider.save()
         return provider
@@ -284,8 +280,9 @@ class ApiKeyForm(forms.ModelForm):
 
 @admin.action(description="Revoke selected keys")
 def revoke_keys(modeladmin: Any, request: HttpRequest, queryset: Any) -> None:
+    actor = services.audit_actor_of_request(request, channel="admin")
     for key in queryset:
-        services.api_key_revoke(key=key)
+        services.api_key_revoke(key=key, actor=actor)
     modeladmin.message_user(request, f"Revoked {queryset.count()} key(s).")
 
 
@@ -308,6 +305,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
             name=obj.name, scopes=list(form.cleaned_data.get("scopes") or []),
             owner=obj.owner, expires_at=obj.expires_at,
             requests_per_minute=obj.requests_per_minute,
+            actor=services.audit_actor_of_request(request, channel="admin"),
         )
         obj.pk, obj.prefix, obj.hashed_secret = key.pk, key.prefix, key.hashed_secret
         obj.created_at = key.created_at

@@ -3,7 +3,7 @@
 from django.urls import path, re_path
 
 from agents import apis
-from agents.apis import tools
+from agents.apis import console, tools
 
 app_name = "operator"
 
@@ -33,5 +33,12 @@ urlpatterns = [
     path("approvals/<str:approval_id>", tools.ApprovalDecideApi.as_view(),
          name="approval-detail"),
     path("inject", apis.InjectApi.as_view(), name="inject"),
+    path("keys", console.KeyListApi.as_view(), name="key-list"),
+    path("keys/<str:key_id>", console.KeyDetailApi.as_view(), name="key-detail"),
+    path("keys/<str:key_id>/revoke", console.KeyRevokeApi.as_view(), name="key-revoke"),
+    path("providers", console.ProviderListApi.as_view(), name="provider-list"),
+    path("providers/<str:name>", console.ProviderDetailApi.as_view(), name="provider-detail"),
+    path("providers/<str:name>/test", console.ProviderTestApi.as_view(), name="provider-test"),
+    path("audit", console.AuditListApi.as_view(), name="audit-list"),
     re_path(r"^[\s\S]*$", apis.ApiNotFoundApi.as_view()),
 ]

@@ -14,4 +14,9 @@ urlpatterns = [
     path("agents/<path:slug>/", views.agent_detail, name="agent"),
     path("threads/", views.thread_list, name="threads"),
     path("threads/<str:thread_id>/", views.thread_detail, name="thread"),
+    path("keys/", views.key_list, name="keys"),
+    path("keys/<str:key_id>/", views.key_detail, name="key"),
+    path("providers/", views.provider_list, name="providers"),
+    path("providers/<str:name>/", views.provider_detail, name="provider"),
+    path("audit/", views.audit_list, name="audit"),
 ]

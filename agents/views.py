@@ -9,6 +9,7 @@ refuses anyone else.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from datetime import datetime, time
 from typing import Any
@@ -25,7 +26,7 @@ from django.utils import timezone
 
 from agents import selectors
 from agents.exceptions import NotFound
-from agents.models import Agent, Thread
+from agents.models import Agent, ApiKey, AuditEvent, Provider, Thread
 
 LOGIN_URL = reverse_lazy("ui:login")
 THREADS_PER_PAGE = 50
@@ -184,3 +185,88 @@ def thread_detail(request: HttpRequest, thread_id: str) -> HttpResponse:
 
 def _thread_row(thread: Thread) -> dict[str, Any]:
     return selectors.thread_public_row(thread)
+
+
+# ---------------------------------------------------------------------------------------------
+# Keys, providers and the audit trail: read here, written through /api/v1 (apis/console.py)
+
+PER_PAGE = 50
+
+
+class KeyFilterForm(forms.Form):
+    state = forms.ChoiceField(choices=[("", "any state"), ("active", "active"),
+                                       ("expired", "expired"), ("revoked", "revoked")],
+                              required=False)
+    q = forms.CharField(required=False, max_length=200, label="name or prefix")
+
+
+def _page_of(request: HttpRequest, rows: Any) -> tuple[Any, str]:
+    page = Paginator(rows, PER_PAGE).get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
+    return page, query.urlencode()
+
+
+@staff_required
+def key_list(request: HttpRequest) -> HttpResponse:
+    form = KeyFilterForm(request.GET or None)
+    f = form.cleaned_data if form.is_valid() else {}
+    page, query = _page_of(request, selectors.key_list(state=f.get("state") or None,
+                                                       q=f.get("q") or None))
+    return render(request, "ui/keys.html", {
+        "page": "keys", "form": form, "page_obj": page, "query": query,
+        "keys": [selectors.key_public(k) for k in page],
+        "scopes": ApiKey.Scope.choices,
+        "agents": Agent.objects.order_by("slug").values_list("slug", flat=True)})
+
+
+@staff_required
+def key_detail(request: HttpRequest, key_id: str) -> HttpResponse:
+    try:
+        key = selectors.key_public(selectors.key_get(key_id=key_id))
+    except NotFound as exc:
+        raise Http404(exc.message) from exc
+    trail = selectors.audit_list(target=f"key:{key['prefix']}")[:20]
+    return render(request, "ui/key.html", {
+        "page": "key", "key": key, "scopes": ApiKey.Scope.choices,
+        "agents": Agent.objects.order_by("slug").values_list("slug", flat=True),
+        "trail": [selectors.audit_public(r) for r in trail]})
+
+
+@staff_required
+def provider_list(request: HttpRequest) -> HttpResponse:
+    return render(request, "ui/providers.html", {
+        "page": "providers", "kinds": Provider.Kind.choices,
+        "providers": [selectors.provider_public(p) for p in selectors.provider_list()]})
+
+
+@staff_required
+def provider_detail(request: HttpRequest, name: str) -> HttpResponse:
+    try:
+        provider = selectors.provider_public(selectors.provider_get(name=name))
+    except NotFound as exc:
+        raise Http404(exc.message) from exc
+    trail = selectors.audit_list(target=f"provider:{name}")[:20]
+    return render(request, "ui/provider.html", {
+        "page": "provider", "provider": provider, "kinds": Provider.Kind.choices,
+        "options_json": json.dumps(provider["options"], indent=2),
+        "trail": [selectors.audit_public(r) for r in trail]})
+
+
+class AuditFilterForm(forms.Form):
+    action = forms.ChoiceField(choices=[("", "any action"), *AuditEvent.Action.choices],
+                               required=False)
+    actor = forms.CharField(required=False, max_length=320)
+    target = forms.CharField(required=False, max_length=300)
+
+
+@staff_required
+def audit_list(request: HttpRequest) -> HttpResponse:
+    form = AuditFilterForm(request.GET or None)
+    f = form.cleaned_data if form.is_valid() else {}
+    page, query = _page_of(request, selectors.audit_list(
+        action=f.get("action") or None, actor=f.get("actor") or None,
+        target=f.get("target") or None))
+    return render(request, "ui/audit.html", {
+        "page": "audit", "form": form, "page_obj": page, "query": query,
+        "rows": [selectors.audit_public(r) for r in page]})

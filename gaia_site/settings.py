@@ -248,6 +248,8 @@ SPECTACULAR_SETTINGS = {
         "BenchmarkRunStatusEnum": "benchmarks.models.BenchmarkRun.Status",
         "BenchmarkRunKindEnum": "benchmarks.models.BenchmarkRun.Kind",
         "BenchmarkSuiteKindEnum": "benchmarks.models.BenchmarkSuite.Kind",
+        "ProviderKindEnum": "agents.models.Provider.Kind",
+        "KeyStateEnum": ["active", "expired", "revoked"],
     },
 }
 

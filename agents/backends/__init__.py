@@ -249,3 +249,40 @@ async def fallback_stream(
                 on_fallback(provider, providers[i + 1], exc)
         finally:
             await _aclose(stream)
+
+
+PROBE_PROMPT = "Reply with the word OK."
+
+
+async def backend_probe(provider: Provider, *, model: str | None = None) -> dict[str, Any]:
+    """The console's "test connection": one short request (a few output tokens) to the
+    provider's default model, through :func:`backend_stream` as a turn's would go. Says
+    whether it answered, how fast, and what went wrong in the words a turn would report
+    (never a credential: a provider error's message is the one clients see)."""
+    import time
+
+    from agents.llm import Message, TextDelta, TextPart
+
+    request = LLMRequest(model=model or provider.default_model, system="",
+                         messages=[Message(role="user", parts=(TextPart(PROBE_PROMPT),))],
+                         max_output_tokens=8)
+    started = time.perf_counter()
+    first: float | None = None
+    text = []
+    try:
+        async for event in backend_stream(provider, request):
+            if isinstance(event, TextDelta):
+                first = first if first is not None else time.perf_counter()
+                text.append(event.text)
+    except GaiaError as exc:
+        return {"ok": False, "error": exc.message, "kind": exc.kind,
+                "elapsed_ms": round((time.perf_counter() - started) * 1000)}
+    except Exception as exc:  # a backend that broke in a way no turn expected
+        log.warning("provider %s probe failed: %r", provider.name, exc)
+        return {"ok": False, "error": f"The provider could not be reached ({type(exc).__name__}).",
+                "kind": "backend_error",
+                "elapsed_ms": round((time.perf_counter() - started) * 1000)}
+    done = time.perf_counter()
+    return {"ok": True, "model": request.model or None, "reply": "".join(text)[:200],
+            "ttft_ms": round(((first or done) - started) * 1000),
+            "elapsed_ms": round((done - started) * 1000)}

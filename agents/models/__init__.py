@@ -20,6 +20,9 @@ from agents.models.agents import (
     options_masked,
     options_unmasked,
 )
+from agents.models.audit import (
+    AuditEvent,
+)
 from agents.models.keys import (
     ApiKey,
 )
@@ -42,6 +45,7 @@ __all__ = [
     "Agent",
     "AgentFallback",
     "ApiKey",
+    "AuditEvent",
     "Approval",
     "BUILTIN_TOOLS",
     "ConfigStamp",

@@ -36,6 +36,17 @@ from agents.selectors.config import (
     organism_config,
     provider_config,
 )
+from agents.selectors.console import (
+    audit_list,
+    audit_public,
+    key_get,
+    key_list,
+    key_public,
+    key_state,
+    provider_get,
+    provider_list,
+    provider_public,
+)
 from agents.selectors.health import (
     health_report,
     organism_info,
@@ -66,6 +77,15 @@ from agents.selectors.threads import (
 )
 
 __all__ = [
+    "audit_list",
+    "audit_public",
+    "key_get",
+    "key_list",
+    "key_public",
+    "key_state",
+    "provider_get",
+    "provider_list",
+    "provider_public",
     "INJECT_PAYLOAD_SCHEMA",
     "MAX_SCOPE_FACTS",
     "REDACTED",

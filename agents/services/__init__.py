@@ -10,6 +10,7 @@ from agents.services.api_keys import (
     api_key_create,
     api_key_revoke,
     api_key_throttle,
+    api_key_update,
     request_authorize,
 )
 from agents.services.approvals import (
@@ -21,6 +22,13 @@ from agents.services.approvals import (
     approval_decider,
     approval_request,
     approval_settle,
+)
+from agents.services.audit import (
+    Actor,
+    actor_label,
+    audit_actor,
+    audit_actor_of_request,
+    audit_record,
 )
 from agents.services.config import (
     AGENT_FIELDS,
@@ -51,6 +59,10 @@ from agents.services.memory import (
     MAX_FACT_CHARS,
     memory_delete,
     memory_remember,
+)
+from agents.services.providers import (
+    provider_save,
+    provider_secrets_kept,
 )
 from agents.services.threads import (
     EMPTY_DIGEST,
@@ -106,6 +118,14 @@ __all__ = [
     "api_key_create",
     "api_key_revoke",
     "api_key_throttle",
+    "api_key_update",
+    "Actor",
+    "actor_label",
+    "audit_actor",
+    "audit_actor_of_request",
+    "audit_record",
+    "provider_save",
+    "provider_secrets_kept",
     "approval_answer",
     "approval_client_request_id",
     "approval_decide",

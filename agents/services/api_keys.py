@@ -22,10 +22,12 @@ from agents.exceptions import (
     AgentNotFound,
     AgentPaused,
     AuthenticationFailed,
+    Conflict,
     PermissionDenied,
     RateLimited,
 )
 from agents.models import Agent, ApiKey
+from agents.services.audit import Actor, audit_record
 from agents.services.config import config_changed
 from agents.services.control import AGENT_PAUSED_RETRY_AFTER
 
@@ -48,6 +50,7 @@ def api_key_create(
     owner: Any = None,
     expires_at: Any = None,
     requests_per_minute: int = 0,
+    actor: Actor | None = None,
 ) -> tuple[ApiKey, str]:
     """Create a key and return it with its secret, which is not stored and never shown again."""
     prefix = KEY_PREFIX + secrets.token_hex(4)
@@ -65,12 +68,45 @@ def api_key_create(
     key.save()
     if agents:
         key.agents.set(agents)
+    audit_record(actor=actor, action="key_create", target=f"key:{prefix}",
+                 detail={"name": name, "scopes": key.scopes})
     return key, secret
 
 
-def api_key_revoke(*, key: ApiKey) -> None:
-    ApiKey.objects.filter(pk=key.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
+KEY_EDITABLE = ("name", "scopes", "expires_at", "requests_per_minute")
+
+
+@transaction.atomic
+def api_key_update(*, key: ApiKey, fields: dict[str, Any], agents: list[Agent] | None = None,
+                   actor: Actor | None = None) -> ApiKey:
+    """Change a key's name, scopes, expiry, rate or agents (``agents=[]``: every agent). A
+    revoked key stays revoked: 409."""
+    key = ApiKey.objects.select_for_update().get(pk=key.pk)
+    if key.revoked:
+        raise Conflict("This key is revoked; make a new one.", code="key_revoked")
+    changed = sorted(k for k in fields if k in KEY_EDITABLE and getattr(key, k) != fields[k])
+    for name in changed:
+        setattr(key, name, fields[name])
+    key.full_clean()
+    key.save()
+    if agents is not None and {a.pk for a in agents} != set(
+            key.agents.values_list("pk", flat=True)):
+        key.agents.set(agents)
+        changed.append("agents")
     config_changed()
+    audit_record(actor=actor, action="key_update", target=f"key:{key.prefix}",
+                 detail={"fields": changed})
+    return key
+
+
+@transaction.atomic
+def api_key_revoke(*, key: ApiKey, actor: Actor | None = None) -> None:
+    done = ApiKey.objects.filter(pk=key.pk, revoked_at__isnull=True).update(
+        revoked_at=timezone.now())
+    config_changed()
+    if done:
+        audit_record(actor=actor, action="key_revoke", target=f"key:{key.prefix}",
+                     detail={"name": key.name})
 
 
 

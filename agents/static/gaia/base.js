@@ -71,7 +71,14 @@
       init.headers["Content-Type"] = contentType || "application/json";
       init.body = contentType ? payload : JSON.stringify(payload);
     }
-    return fetch(path.indexOf("/") === 0 ? path : API + "/" + path, init).then(function (r) {
+    return fetch(path.indexOf("/") === 0 ? path : API + "/" + path, init).catch(function () {
+      // fetch rejects only when no answer came: the network, not Gaia, said no
+      var err = new Error(navigator.onLine === false
+        ? "You are offline: nothing was sent. Try again when the connection is back."
+        : "Gaia could not be reached: nothing was changed. Check the server and try again.");
+      err.offline = true;
+      throw err;
+    }).then(function (r) {
       return r.text().then(function (text) {
         var data = null;
         try { data = text ? JSON.parse(text) : null; } catch (e) { data = null; }
@@ -110,10 +117,45 @@
     return {};
   }
 
+  /* A destructive action asks first: a form with data-confirm opens this dialog, and is sent
+   * only on "Yes". Resolves true or false. */
+  function confirmAction(text, yes) {
+    var dialog = q("#confirm-dialog");
+    if (!dialog) {
+      dialog = h("dialog", { id: "confirm-dialog", "aria-labelledby": "confirm-text" },
+        h("form", { method: "dialog" },
+          h("p", { id: "confirm-text" }),
+          h("menu", null,
+            h("button", { value: "no", id: "confirm-no", type: "submit" }, "Cancel"),
+            h("button", { value: "yes", id: "confirm-yes", "class": "danger", type: "submit" }, "Yes"))));
+      body.appendChild(dialog);
+    }
+    q("#confirm-text", dialog).textContent = text;
+    q("#confirm-yes", dialog).textContent = yes || "Yes";
+    return new Promise(function (resolve) {
+      dialog.addEventListener("close", function closed() {
+        dialog.removeEventListener("close", closed);
+        resolve(dialog.returnValue === "yes");
+      });
+      dialog.returnValue = "";
+      dialog.showModal();
+      q("#confirm-no", dialog).focus();
+    });
+  }
+
   document.addEventListener("submit", function (e) {
     var form = e.target;
     if (!form.classList || !form.classList.contains("api-form")) return;
     e.preventDefault();
+    if (form.dataset.confirm && !form.dataset.confirmed) {
+      var submitter = e.submitter;
+      confirmAction(form.dataset.confirm, form.dataset.confirmYes).then(function (yes) {
+        if (!yes) return;
+        form.dataset.confirmed = "1";
+        try { form.requestSubmit(submitter || undefined); } finally { delete form.dataset.confirmed; }
+      });
+      return;
+    }
     var buttons = qa("button[type=submit]", form);
     buttons.forEach(function (b) { b.disabled = true; });
     api("POST", form.getAttribute("action"), formJson(form, e.submitter)).then(function (data) {
@@ -124,14 +166,63 @@
       else if (kind === "cancel") notice("Cancel sent.");
       else if (kind === "resume") notice("Resumed: the run is queued again.");
       else if (kind === "approval") notice("The tool call is " + (data && data.status) + ".");
+      else if (kind === "revoke") notice("Key revoked.");
+      else if (kind === "reload") notice("Configuration reloaded.");
       form.dispatchEvent(new CustomEvent("gaia:done", { detail: data, bubbles: true }));
     }).catch(fail).then(function () { buttons.forEach(function (b) { b.disabled = false; }); });
   });
 
+  // ------------------------------------------------------------------------------------------
+  // Times as people read them ("3 min ago"; the exact time on hover), kept current
+
+  function ago(iso, now) {
+    var t = new Date(iso).getTime();
+    if (isNaN(t)) return iso;
+    var s = Math.round(((now || Date.now()) - t) / 1000);
+    var future = s < 0;
+    s = Math.abs(s);
+    var text = s < 45 ? "just now" : s < 90 ? "1 min" : s < 3600 ? Math.round(s / 60) + " min"
+      : s < 5400 ? "1 hour" : s < 86400 ? Math.round(s / 3600) + " hours"
+      : s < 172800 ? "1 day" : s < 30 * 86400 ? Math.round(s / 86400) + " days" : null;
+    if (text === null) return new Date(t).toLocaleDateString(undefined, { year: "numeric", month: "short", day: "numeric" });
+    if (text === "just now") return text;
+    return future ? "in " + text : text + " ago";
+  }
+
+  function humanTimes(root) {
+    var now = Date.now();
+    qa("time[datetime]:not([data-raw])", root).forEach(function (node) {
+      var iso = node.getAttribute("datetime");
+      node.textContent = ago(iso, now);
+      if (!node.title) node.title = new Date(iso).toLocaleString();
+    });
+  }
+  humanTimes();
+  setInterval(humanTimes, 30000);
+
+  /* Durations and sizes with their units: 950 ms, 1.2 s, 3 min 5 s; 512 B, 1.4 KB. */
+  function duration(ms) {
+    ms = num(ms);
+    if (ms === null || isNaN(ms)) return "–";
+    if (ms < 1000) return Math.round(ms) + " ms";
+    if (ms < 60000) return (ms / 1000).toFixed(ms < 10000 ? 1 : 0) + " s";
+    var s = Math.round(ms / 1000);
+    if (s < 3600) return Math.floor(s / 60) + " min " + (s % 60) + " s";
+    return Math.floor(s / 3600) + " h " + Math.floor((s % 3600) / 60) + " min";
+  }
+  function bytes(n) {
+    n = num(n);
+    if (n === null || isNaN(n)) return "–";
+    var units = ["B", "KB", "MB", "GB"], i = 0;
+    while (n >= 1024 && i < units.length - 1) { n /= 1024; i++; }
+    return (i ? n.toFixed(n < 10 ? 1 : 0) : String(Math.round(n))) + " " + units[i];
+  }
+
   window.Gaia = {
     API: API, PAGE: body.dataset.page, h: h, q: q, qa: qa, attrSel: attrSel, show: show,
     orDash: orDash, num: num, fixed: fixed, listOf: listOf, notice: notice, api: api,
-    fail: fail, badge: badge,
+    fail: fail, badge: badge, confirmAction: confirmAction, ago: ago, humanTimes: humanTimes,
+    duration: duration, bytes: bytes,
     // Pages of other apps: {attach(feed), resync() -> promise|null, live: bool}, called by
     // ui.js before it starts the feed.
     pages: []
