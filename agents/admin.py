@@ -140,7 +140,9 @@ class AgentAdmin(admin.ModelAdmin):
         paused_changed = change and "paused" in form.changed_data
         super().save_model(request, obj, form, change)
         if paused_changed:
-            services.agent_set_paused(agent=obj, paused=obj.paused)
+            services.agent_set_paused(
+                agent=obj, paused=obj.paused,
+                actor=services.audit_actor_of_request(request, channel="admin"))
         else:
             services.agent_changed_announce(agent=obj, change="updated" if change else "created")
 

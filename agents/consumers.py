@@ -445,6 +445,12 @@ class FeedConsumer(AsyncJsonWebsocketConsumer):
             return
         self._reply(content, **result)
 
+    def actor(self) -> services.Actor:
+        """Who this socket's commands are from, for the audit trail."""
+        client = self.scope.get("client") or (None,)
+        return services.audit_actor(user=self.scope.get("user"), api_key=self.api_key,
+                                    channel="ws", ip=client[0])
+
     async def cmd_auth(self, content: dict[str, Any]) -> dict[str, Any]:
         return {}  # already authenticated
 
@@ -468,12 +474,12 @@ class FeedConsumer(AsyncJsonWebsocketConsumer):
 
     async def cmd_kill(self, content: dict[str, Any]) -> dict[str, Any]:
         thread = await run_db(_thread_get, _thread_id(content, required=True))
-        running = await run_db(services.thread_kill, thread=thread)
+        running = await run_db(services.thread_kill, thread=thread, actor=self.actor())
         return {"thread_id": str(thread.pk), "running": running}
 
     async def _set_paused(self, content: dict[str, Any], paused: bool) -> dict[str, Any]:
         agent = await run_db(_agent_get, _required_str(content, "agent"))
-        await run_db(services.agent_set_paused, agent=agent, paused=paused)
+        await run_db(services.agent_set_paused, agent=agent, paused=paused, actor=self.actor())
         return {"agent": agent.slug, "paused": paused}
 
     async def cmd_pause(self, content: dict[str, Any]) -> dict[str, Any]:
@@ -489,7 +495,8 @@ class FeedConsumer(AsyncJsonWebsocketConsumer):
         approval = await run_db(
             services.approval_decide, approval_id=_required_str(content, "approval_id"),
             decision=decision, reason=reason, api_key=self.api_key,
-            decided_by=services.approval_decider(api_key=self.api_key, username=self.user_label))
+            decided_by=services.approval_decider(api_key=self.api_key, username=self.user_label),
+            actor=self.actor())
         return {"approval_id": str(approval.pk), "status": approval.status}
 
     async def cmd_approve(self, content: dict[str, Any]) -> dict[str, Any]:

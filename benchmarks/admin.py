@@ -9,6 +9,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from agents.exceptions import GaiaError
+from agents.services.audit import audit_actor_of_request
 from benchmarks import selectors, services
 from benchmarks.models import BenchmarkResult, BenchmarkRun, BenchmarkSuite, SuiteCase
 from benchmarks.replay.runs import replay_run_create
@@ -91,7 +92,9 @@ class BenchmarkRunAdmin(admin.ModelAdmin):
         done = 0
         for run in queryset:
             try:
-                services.benchmark_run_cancel(run=run, reason=f"cancelled by {request.user}")
+                services.benchmark_run_cancel(
+                    run=run, reason=f"cancelled by {request.user}",
+                    actor=audit_actor_of_request(request, channel="admin"))
                 done += 1
             except GaiaError as exc:
                 self.message_user(request, f"Run {run.pk}: {exc.message}", messages.WARNING)

@@ -31,6 +31,7 @@ from agents import realtime
 from agents.background import background_dispatch
 from agents.exceptions import Conflict, InvalidRequest
 from agents.models import Agent, ApiKey
+from agents.services.audit import Actor, audit_record
 from benchmarks import events
 from benchmarks.models import (
     DETERMINISTIC,
@@ -223,7 +224,8 @@ def _announce_run(event_name: str, run_id: int) -> None:
 
 
 @transaction.atomic
-def benchmark_run_cancel(*, run: BenchmarkRun, reason: str = "cancelled") -> BenchmarkRun:
+def benchmark_run_cancel(*, run: BenchmarkRun, reason: str = "cancelled",
+                         actor: Actor | None = None) -> BenchmarkRun:
     """Cancel a queued or running run. A queued run never starts; a running one is stopped by
     its worker at its next heartbeat (within about a second), which ends its agent processes.
 
@@ -235,6 +237,7 @@ def benchmark_run_cancel(*, run: BenchmarkRun, reason: str = "cancelled") -> Ben
     run.refresh_from_db()
     if changed:
         _announce_run("run_finished", run.pk)
+        audit_record(actor=actor, action="run_cancel", target=f"run:{run.pk}")
     elif run.status != RUN_STATUS.CANCELLED:
         raise Conflict(f"Run {run.pk} already {run.status}.", code="run_finished")
     return run

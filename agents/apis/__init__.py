@@ -346,7 +346,8 @@ class ThreadKillApi(OperatorApi):
     def post(self, request: Request, thread_id: str) -> Response:
         thread = selectors.thread_get(thread_id=thread_id)
         note(request, agent=thread.agent.slug, thread=str(thread.pk))
-        running = services.thread_kill(thread=thread)
+        running = services.thread_kill(thread=thread,
+                                       actor=services.audit_actor_of_request(request))
         out = {"thread_id": str(thread.pk), "status": thread.status, "was_running": running}
         return Response(self.OutputSerializer(out).data, status=status.HTTP_202_ACCEPTED)
 
@@ -362,7 +363,8 @@ class AgentPauseApi(OperatorApi):
     def post(self, request: Request, slug: str) -> Response:
         agent = selectors.agent_get(slug=slug)
         note(request, agent=agent.slug)
-        services.agent_set_paused(agent=agent, paused=self.paused)
+        services.agent_set_paused(agent=agent, paused=self.paused,
+                                  actor=services.audit_actor_of_request(request))
         return Response(self.OutputSerializer(selectors.agent_public_get(slug=slug)).data)
 
 
@@ -379,7 +381,7 @@ class OrganismReloadApi(OperatorApi):
 
     @extend_schema(request=None, responses={202: OutputSerializer})
     def post(self, request: Request) -> Response:
-        services.organism_reload()
+        services.organism_reload(actor=services.audit_actor_of_request(request))
         return Response(self.OutputSerializer({"status": "reload_sent"}).data,
                         status=status.HTTP_202_ACCEPTED)
 

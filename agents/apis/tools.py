@@ -90,7 +90,8 @@ class ApprovalDecideApi(OperatorApi):
         approval = services.approval_decide(
             approval_id=approval_id, decision=data["decision"], reason=data.get("reason", ""),
             api_key=api_key, decided_by=services.approval_decider(
-                api_key=api_key, username=request.user.get_username()))
+                api_key=api_key, username=request.user.get_username()),
+            actor=services.audit_actor_of_request(request))
         note(request, agent=approval.agent.slug, thread=str(approval.thread_id))
         return Response(self.OutputSerializer(selectors.approval_public(approval)).data)
 

@@ -17,6 +17,7 @@ from django.utils import timezone
 from agents import events, realtime, selectors
 from agents.exceptions import Conflict, InvalidRequest, PermissionDenied
 from agents.models import Agent, ApiKey, Approval, Thread
+from agents.services.audit import Actor, audit_record
 
 DECISIONS = {"approve": Approval.Status.APPROVED, "deny": Approval.Status.DENIED}
 
@@ -54,7 +55,7 @@ def approval_decider(*, api_key: ApiKey | None, username: str | None) -> str:
 
 @transaction.atomic
 def approval_decide(*, approval_id: Any, decision: str, decided_by: str, reason: str = "",
-                    api_key: ApiKey | None = None) -> Approval:
+                    api_key: ApiKey | None = None, actor: Actor | None = None) -> Approval:
     """Approve or deny a pending call (``decision``: ``approve`` or ``deny``), saying who.
     :class:`NotFound` for an unknown one, :class:`PermissionDenied` for one of an agent the
     operator's key may not use (as ``inject``), :class:`Conflict` for one decided already (or
@@ -75,6 +76,9 @@ def approval_decide(*, approval_id: Any, decision: str, decided_by: str, reason:
     found.refresh_from_db()
     realtime.send_event_on_commit(events.approval_decided(found))
     realtime.send_control_on_commit("approval_decided", approval_id=str(found.pk))
+    audit_record(actor=actor, action=decision, target=f"approval:{found.pk}",
+                 detail={"agent": found.agent.slug, "thread": str(found.thread_id),
+                         "tool": found.tool, "reason": reason[:200]})
     return found
 
 

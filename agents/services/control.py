@@ -7,13 +7,14 @@ from django.utils import timezone
 
 from agents import events, realtime
 from agents.models import Agent, Thread
+from agents.services.audit import Actor, audit_record
 from agents.services.config import config_changed
 
 AGENT_PAUSED_RETRY_AFTER = 30  # seconds: what a paused agent's 503 tells clients to wait
 
 
 @transaction.atomic
-def agent_set_paused(*, agent: Agent, paused: bool) -> Agent:
+def agent_set_paused(*, agent: Agent, paused: bool, actor: Actor | None = None) -> Agent:
     """Pause (new requests get 503 with ``Retry-After``; turns in flight finish) or resume an
     agent; idempotent. Every process sees it on its next request (configuration stamp)."""
     now = timezone.now()
@@ -24,6 +25,7 @@ def agent_set_paused(*, agent: Agent, paused: bool) -> Agent:
         agent=agent.slug, change="paused" if paused else "resumed"))
     realtime.send_event_on_commit(events.agent_state(
         agent=agent.slug, agent_id=agent.pk, state="paused" if paused else "idle"))
+    audit_record(actor=actor, action="pause" if paused else "resume", target=f"agent:{agent.slug}")
     return agent
 
 
@@ -33,7 +35,7 @@ def agent_changed_announce(*, agent: Agent, change: str) -> None:
 
 
 @transaction.atomic
-def thread_kill(*, thread: Thread) -> bool:
+def thread_kill(*, thread: Thread, actor: Actor | None = None) -> bool:
     """Stop the thread's turn wherever it runs and mark the thread ``killed``.
 
     The running turn (if any, in any process) is stopped by a control message; it stores its
@@ -47,12 +49,16 @@ def thread_kill(*, thread: Thread) -> bool:
         thread_id=thread.pk, agent=thread.agent.slug, status=thread.status,
         message_count=thread.message_count, at=now, error=thread.last_error))
     realtime.send_control_on_commit("turn_kill", thread_id=str(thread.pk))
+    audit_record(actor=actor, action="kill", target=f"thread:{thread.pk}",
+                 detail={"agent": thread.agent.slug, "was_running": running})
     return running
 
 
-def organism_reload() -> None:
+@transaction.atomic
+def organism_reload(*, actor: Actor | None = None) -> None:
     """Every process drops its cached keys and agents now (and reads them again)."""
     config_changed(reason="reload")
     realtime.send_control_on_commit("reload")
+    audit_record(actor=actor, action="reload", target="organism")
 
 

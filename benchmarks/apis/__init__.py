@@ -28,6 +28,7 @@ from agents.authentication import BenchmarksKeyAuthentication, StaffSessionAuthe
 from agents.exceptions import NotFound
 from agents.models import ApiKey
 from agents.rest import GaiaApi, Pagination, StrictSerializer
+from agents.services.audit import audit_actor_of_request
 from benchmarks import selectors, services
 from benchmarks.models import BenchmarkRun, BenchmarkSuite
 from benchmarks.replay.runs import replay_run_create
@@ -353,7 +354,8 @@ class RunCancelApi(BenchmarksApi):
     def post(self, request: Request, run_id: int) -> Response:
         run = _run_or_404(run_id)
         who = self._key(request) or self._user(request)
-        run = services.benchmark_run_cancel(run=run, reason=f"cancelled by {who}")
+        run = services.benchmark_run_cancel(run=run, reason=f"cancelled by {who}",
+                                            actor=audit_actor_of_request(request))
         return Response(selectors.run_public(_run_or_404(run.pk)))
 
 

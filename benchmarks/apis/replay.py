@@ -9,6 +9,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from agents.exceptions import NotFound
+from agents.services.audit import audit_actor_of_request
 from benchmarks import selectors
 from benchmarks.apis import BenchmarksApi, RunOutput, _run_or_404
 from benchmarks.models import BenchmarkRun
@@ -61,5 +62,5 @@ class RunResumeApi(BenchmarksApi):
     def post(self, request: Request, run_id: int) -> Response:
         run = _run_or_404(run_id)
         who = self._key(request) or self._user(request)
-        benchmark_run_resume(run=run, by=str(who))
+        benchmark_run_resume(run=run, by=str(who), actor=audit_actor_of_request(request))
         return Response(selectors.run_public(_run_or_404(run_id)))

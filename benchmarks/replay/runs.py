@@ -26,6 +26,7 @@ from django.utils import timezone
 from agents import realtime
 from agents.exceptions import Conflict, InvalidRequest
 from agents.models import Agent, ApiKey, Team
+from agents.services.audit import Actor, audit_record
 from benchmarks import events
 from benchmarks.models import BenchmarkResult, BenchmarkRun, BenchmarkSuite, RunPart
 from benchmarks.services import (
@@ -226,7 +227,8 @@ def replay_summary_keep(*, run_id: int, summary: dict[str, Any]) -> None:
 
 
 @transaction.atomic
-def benchmark_run_resume(*, run: BenchmarkRun, by: str) -> BenchmarkRun:
+def benchmark_run_resume(*, run: BenchmarkRun, by: str,
+                         actor: Actor | None = None) -> BenchmarkRun:
     """Queue a cancelled or failed run again: what it recorded stays, the rest runs (a
     replay's unfinished parts, a mesh run's unrecorded questions). :class:`Conflict` for a
     run that is queued, running or succeeded."""
@@ -242,6 +244,7 @@ def benchmark_run_resume(*, run: BenchmarkRun, by: str) -> BenchmarkRun:
         status=RunPart.Status.QUEUED, worker="", attempts=0)
     _announce_run("run_created", run.pk)
     transaction.on_commit(lambda: benchmark_run_dispatch(run_id=run.pk))
+    audit_record(actor=actor, action="run_resume", target=f"run:{run.pk}")
     run.refresh_from_db()
     return run
 

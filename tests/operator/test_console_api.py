@@ -199,3 +199,41 @@ def test_audit_filters(staff):
     assert staff.get(f"{API}/audit?actor=user:ann").json()["count"] == 2
     assert staff.get(f"{API}/audit?since=2999-01-01T00:00:00Z").json()["count"] == 0
     error(staff.get(f"{API}/audit?action=explode"), 400, "invalid", "action")
+
+
+@pytest.mark.django_db(transaction=True)  # a live server writes the trail
+def test_control_actions_over_rest_and_the_feed_are_in_the_trail(gaia_server, make_agent,
+                                                                 make_key, django_user_model):
+    from websockets.sync.client import connect
+
+    from agents.models import Thread
+
+    agent = make_agent(slug="echo")
+    thread = Thread.objects.create(agent=agent)
+    key, secret = make_key("ops-bot", scopes=["operator"])
+    headers = {"Authorization": f"Bearer {secret}"}
+    for path in ("agents/echo/pause", "agents/echo/resume", f"threads/{thread.pk}/kill",
+                 "organism/reload"):
+        assert httpx.post(f"{gaia_server.url}{API}/{path}", headers=headers,
+                          timeout=10).status_code < 300, path
+    url = gaia_server.url.replace("http://", "ws://") + "/ws"
+    with connect(url, additional_headers=headers, open_timeout=10) as sock:
+        assert json.loads(sock.recv(timeout=10))["event"] == "connected"
+        for n, cmd in enumerate([{"cmd": "pause", "agent": "echo"},
+                                 {"cmd": "resume", "agent": "echo"},
+                                 {"cmd": "kill", "thread_id": str(thread.pk)}]):
+            sock.send(json.dumps({**cmd, "id": str(n)}))
+            while (event := json.loads(sock.recv(timeout=10))).get("id") != str(n):
+                pass
+            assert event["event"] == "ack", event
+
+    got = [(e.channel, e.action, e.target, e.actor)
+           for e in AuditEvent.objects.order_by("created_at", "pk")]
+    who = f"key:ops-bot ({key.prefix})"
+    assert got == [
+        ("rest", "pause", "agent:echo", who), ("rest", "resume", "agent:echo", who),
+        ("rest", "kill", f"thread:{thread.pk}", who), ("rest", "reload", "organism", who),
+        ("ws", "pause", "agent:echo", who), ("ws", "resume", "agent:echo", who),
+        ("ws", "kill", f"thread:{thread.pk}", who)]
+    assert {e.ip for e in AuditEvent.objects.all()} == {"127.0.0.1"}
+    assert all(e.api_key_id == key.pk for e in AuditEvent.objects.all())

@@ -136,6 +136,7 @@ def test_kill_a_slow_turn_from_the_page(page, gaia_server, make_agent, api_key):
     expect()(page.locator("article.streaming .body")).to_contain_text("w3", timeout=10_000)
     expect()(page.locator("#kill")).to_be_visible()
     page.click("#kill")
+    page.click("#confirm-yes")  # it asks first
     expect()(page.locator("#thread-status")).to_have_text("killed", timeout=10_000)
     expect()(page.locator("#kill-form")).to_be_hidden()
     final = page.locator("article.role-assistant[data-message-id]").last
@@ -171,6 +172,7 @@ def test_agent_page_pause_and_resume(page, make_agent):
     expect()(page.locator("#resume")).to_be_hidden()
     screenshot(page, "agent")
     page.click("#pause")
+    page.click("#confirm-yes")  # it asks first
     expect()(page.locator("#agent-light")).to_have_class(re.compile("state-paused"))
     expect()(page.locator("#resume")).to_be_visible()
     expect()(page.locator("#pause")).to_be_hidden()
@@ -265,6 +267,7 @@ def test_cancel_a_running_run_from_its_page(page, run_server, bench_suite, make_
     expect()(page.locator("#run-status")).to_have_text("running", timeout=30_000)
     expect()(page.locator("#cancel")).to_be_visible()
     page.click("#cancel")
+    page.click("#confirm-yes")  # it asks first
     expect()(page.locator("#run-status")).to_have_text("cancelled", timeout=30_000)
     expect()(page.locator("#cancel-form")).to_be_hidden()
     expect()(page.locator("#run-progress")).to_have_attribute("data-status", "cancelled")

@@ -268,6 +268,7 @@ def test_cancel_and_resume_a_judged_replay_from_its_page(
     expect()(page.locator("#run-status")).to_have_text("running", timeout=RUN_WAIT)
     expect()(page.locator("#latest-rows tr[data-agent]").first).to_be_visible(timeout=RUN_WAIT)
     page.click("#cancel")
+    page.click("#confirm-yes")  # it asks first
     expect()(page.locator("#run-status")).to_have_text("cancelled", timeout=RUN_WAIT)
     expect()(page.locator("#resume")).to_be_visible()
     expect()(page.locator("#cancel-form")).to_be_hidden()

@@ -323,8 +323,13 @@
       var messages = listOf(t.messages, "messages");
       var box = q("#messages");
       var streaming = qa("article.streaming", box);
+      // what the operator opened stays open (a resync follows every page load and reconnect)
+      var opened = qa("details.tool-call[open]", box).map(function (d) { return d.dataset.callId; });
       box.replaceChildren();
       messages.forEach(function (m) { placeMessage(box, m); });
+      opened.forEach(function (id) {
+        if (id) qa("details.tool-call" + attrSel("data-call-id", id), box).forEach(function (d) { d.open = true; });
+      });
       // A reply still growing stays (the thread read may predate its turn) unless it is stored.
       streaming.forEach(function (n) {
         if (!q("article" + attrSel("data-response-id", n.dataset.responseId) + "[data-message-id]", box)) box.appendChild(n);
