@@ -38,7 +38,9 @@ def run_new(request: HttpRequest) -> HttpResponse:
 @staff_required
 def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     run = selectors.run_get(run_id=run_id)
-    if run is not None and run.kind == BenchmarkRun.Kind.REPLAY:
+    if run is None:  # a page, not a skeleton waiting forever for a run that is not there
+        raise Http404(f"No benchmark run {run_id}.")
+    if run.kind == BenchmarkRun.Kind.REPLAY:
         return render(request, "benchmarks/replay_run.html", {
             "page": "replay_run", "run": selectors.run_public(run)})
     return render(request, "benchmarks/run.html", {"page": "run", "run_id": run_id})

@@ -14,7 +14,7 @@ from agents.models import Message, Thread
 pytestmark = pytest.mark.django_db
 
 PAGES = ["/", "/agents/", "/threads/", "/runs/", "/runs/new/", "/runs/compare/?runs=1,2",
-         "/runs/7/"]
+         "/runs/suites/", "/keys/", "/providers/", "/audit/"]  # a run's page: tests/pages/test_browser
 
 
 @pytest.fixture
@@ -244,3 +244,25 @@ def test_thread_page_hides_the_approvals_when_none_waits(staff_client, echo_agen
     html = staff_client.get(f"/threads/{thread.pk}/").text
     assert re.search(r'<section id="approvals"[^>]*hidden>', html)
     assert "<details class=\"tool-call" not in html
+
+
+@pytest.mark.parametrize("path", ["/runs/987654/", "/threads/00000000-0000-0000-0000-000000000000/",
+                                  "/agents/nobody/", "/keys/424242/", "/providers/none/",
+                                  "/no/such/page/"])
+def test_a_missing_page_is_a_404_inside_the_layout(staff_client, path):
+    r = staff_client.get(path)
+    assert r.status_code == 404
+    html = r.content.decode()
+    assert "<h1>Not found</h1>" in html
+    assert 'href="/threads/"' in html  # the console's own navigation, not Django's bare page
+    assert "gaia.css" in html
+
+
+def test_the_server_error_page_is_styled_and_says_nothing_was_lost(rf):
+    from django.views.defaults import server_error
+
+    r = server_error(rf.get("/"))
+    assert r.status_code == 500
+    html = r.content.decode()
+    assert "gaia.css" in html
+    assert "nothing you sent was lost" in html
