@@ -89,6 +89,7 @@ def agent_detail(request: HttpRequest, slug: str) -> HttpResponse:
         "agent": state,
         "config": selectors.agent_config(agent),
         "threads": [_thread_row(t) for t in threads],
+        "last_error": selectors.agent_last_error(agent_id=agent.pk),
         "admin_url": f"/admin/agents/agent/{agent.pk}/change/",
     })
 

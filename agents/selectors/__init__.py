@@ -62,6 +62,7 @@ from agents.selectors.memory import (
     memory_recall,
 )
 from agents.selectors.threads import (
+    agent_last_error,
     client_label,
     iso,
     message_list,
@@ -77,6 +78,7 @@ from agents.selectors.threads import (
 )
 
 __all__ = [
+    "agent_last_error",
     "audit_list",
     "audit_public",
     "key_get",

@@ -201,3 +201,14 @@ def thread_branch_for_response(*, response_id: str, api_key: ApiKey | None
         return str(thread.pk), thread.session_key, None
     rows = thread.messages.filter(seq__lte=row.seq, internal=False).order_by("seq")
     return str(thread.pk), thread.session_key, [r.to_llm() for r in rows]
+
+
+def agent_last_error(*, agent_id: int) -> dict[str, Any] | None:
+    """The agent's latest failed thread, if its latest thread failed: what the agent page
+    shows beside the ``error`` state (the thread, when, and what went wrong)."""
+    latest = (Thread.objects.filter(agent_id=agent_id).order_by("-updated_at", "-pk")
+              .values("pk", "status", "last_error", "updated_at").first())
+    if latest is None or latest["status"] != Thread.Status.ERROR:
+        return None
+    return {"thread_id": str(latest["pk"]), "error": latest["last_error"] or "(no message)",
+            "at": iso(latest["updated_at"])}

@@ -266,3 +266,20 @@ def test_the_server_error_page_is_styled_and_says_nothing_was_lost(rf):
     html = r.content.decode()
     assert "gaia.css" in html
     assert "nothing you sent was lost" in html
+
+
+def test_an_agent_in_error_shows_why(staff_client, make_agent):
+    agent = make_agent(slug="flaky")
+    make_thread(agent)
+    html = staff_client.get("/agents/flaky/").text
+    assert re.search(r'<p id="agent-error" class="error" hidden>', html)
+    failed = make_thread(agent, status="error")
+    Thread.objects.filter(pk=failed.pk).update(last_error="Provider 'p' timed out after 30 s.")
+    html = staff_client.get("/agents/flaky/").text
+    assert "Provider &#x27;p&#x27; timed out after 30 s." in html
+    assert f'href="/threads/{failed.pk}/"' in html
+    assert "state-error" in html
+    # a newer good turn: no error shown
+    make_thread(agent)
+    assert re.search(r'<p id="agent-error" class="error" hidden>',
+                     staff_client.get("/agents/flaky/").text)

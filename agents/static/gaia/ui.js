@@ -370,6 +370,9 @@
   window.gaiaFeed = feed;
 
   feed.on("agent_state", applyAgentState);
+  feed.on("agent_state", function (evt) {  // a new turn: the last error is history
+    if (PAGE === "agent" && body.dataset.agent === evt.agent && evt.state === "processing" && q("#agent-error")) q("#agent-error").hidden = true;
+  });
   feed.on("agent_changed", function (evt) {
     if (evt.change === "paused" || evt.change === "resumed") {
       applyAgentState({ agent: evt.agent, state: evt.change === "paused" ? "paused" : "idle", queue_depth: 0 });
@@ -404,8 +407,15 @@
   });
   feed.on("error", function (evt) {
     if (evt.id !== undefined) return;  // a command's error (feed.command handles it)
+    var text = typeof evt.error === "string" ? evt.error : JSON.stringify(evt.error);
     if (THREAD_ID && evt.thread_id === THREAD_ID) {
-      var e = q("#thread-error"); e.textContent = typeof evt.error === "string" ? evt.error : JSON.stringify(evt.error); e.hidden = false;
+      var e = q("#thread-error"); e.textContent = text; e.hidden = false;
+    }
+    if (PAGE === "agent" && body.dataset.agent === evt.agent && q("#agent-error")) {
+      var box = q("#agent-error");
+      box.replaceChildren("Its latest turn failed ", h("time", { datetime: new Date().toISOString(), text: "just now" }), " in ",
+                          h("a", { href: "/threads/" + encodeURIComponent(evt.thread_id) + "/", text: "this thread" }), ": " + text);
+      box.hidden = false;
     }
   });
   G.pages.forEach(function (page) { page.attach(feed); });
