@@ -14,7 +14,7 @@ from agents.models import Message, Thread
 pytestmark = pytest.mark.django_db
 
 PAGES = ["/", "/agents/", "/threads/", "/runs/", "/runs/new/", "/runs/compare/?runs=1,2",
-         "/runs/suites/", "/keys/", "/providers/", "/audit/"]  # a run's page: tests/pages/test_browser
+         "/runs/suites/", "/keys/", "/providers/", "/audit/"]  # a run: test_browser.py
 
 
 @pytest.fixture
