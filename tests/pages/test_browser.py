@@ -67,6 +67,8 @@ def test_streaming_reply_grows_on_the_thread_page(page, gaia_server, make_agent,
     page.goto(f"/threads/{thread_id}/")
     expect()(page.locator("#feed-status")).to_have_attribute("data-state", "live")
     screenshot(page, "thread")
+    tokens_before = int(page.locator("#thread-tokens-out").text_content())
+    assert tokens_before > 0
 
     done = threading.Event()
 
@@ -97,6 +99,13 @@ def test_streaming_reply_grows_on_the_thread_page(page, gaia_server, make_agent,
     expect()(final.locator('[data-meta="finish"]')).to_have_text("stop")
     expect()(page.locator("#thread-status")).to_have_text("completed")
     expect()(page.locator("#kill-form")).to_be_hidden()
+    # the header's token totals follow, without a reload
+    from agents.models import Thread
+
+    stored = Thread.objects.get(pk=thread_id)
+    assert stored.output_tokens > tokens_before
+    expect()(page.locator("#thread-tokens-out")).to_have_text(str(stored.output_tokens))
+    expect()(page.locator("#thread-tokens-in")).to_have_text(str(stored.input_tokens))
 
 
 def test_inject_from_the_page_shows_the_reply(page, gaia_server, echo_agent, api_key):

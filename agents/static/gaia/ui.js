@@ -213,9 +213,23 @@
     }
   }
 
+  /* The thread header's token totals: the thread's own (a read), plus each new message's. */
+  function setTokens(tin, tout) {
+    var a = q("#thread-tokens-in"), b = q("#thread-tokens-out");
+    if (!a || !b) return;
+    a.textContent = tin || 0;
+    b.textContent = tout || 0;
+  }
+  function addTokens(tin, tout) {
+    var a = q("#thread-tokens-in"), b = q("#thread-tokens-out");
+    if (!a || !b || (!tin && !tout)) return;
+    setTokens(Number(a.textContent) + (tin || 0), Number(b.textContent) + (tout || 0));
+  }
+
   function appendMessage(m) {
     var box = q("#messages");
     if (q(attrSel("data-message-id", m.id), box)) return;  // an article, or a result in its call
+    addTokens(m.input_tokens, m.output_tokens);
     // the reply that grew here (still streaming, or stopped by a thread_updated that came first)
     var grown = m.response_id ? qa("article" + attrSel("data-response-id", m.response_id) + ":not([data-message-id])", box) : [];
     if (grown.length) {
@@ -334,6 +348,7 @@
       streaming.forEach(function (n) {
         if (!q("article" + attrSel("data-response-id", n.dataset.responseId) + "[data-message-id]", box)) box.appendChild(n);
       });
+      setTokens(t.input_tokens, t.output_tokens);
       threadUpdated({ thread_id: t.id, status: t.status, message_count: t.message_count,
                       last_activity: t.last_activity, error: t.error });
     }).catch(fail);
