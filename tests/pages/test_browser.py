@@ -319,6 +319,20 @@ def test_compare_page_draws_the_charts(page, run_server, bench_suite, make_key):
     expect()(differs.first).to_contain_text("not run")
     screenshot(page, "compare")
 
+    # a failed run: labelled so, its figures a dash, never a bar of zeros
+    from benchmarks.models import BenchmarkRun
+
+    BenchmarkRun.objects.filter(pk=ids[1]).update(status="failed", error="worker lost")
+    page.reload()
+    label = f"#{ids[1]} msgpack"
+    row = page.locator(f'#compare-rows tr[data-run="{ids[1]}"]')
+    expect()(row).to_contain_text("(failed)")
+    expect()(row.locator("td.num").first).to_have_text("–")
+    bars = page.locator('#charts svg[data-metric="exact_match"] rect.bar')
+    expect()(bars).to_have_count(2)
+    assert bars.nth(1).get_attribute("width") == "0"
+    expect()(page.locator('#charts svg[data-metric="exact_match"]')).to_contain_text(label)
+
 
 def stream_in_background(server, key, model, text, session):
     def run():

@@ -48,8 +48,12 @@
   }
 
   function label(column, run) {
-    return "#" + column.run + " " + (column.agent || (run && run.protocol) || "") + (run ? " · " + run.suite + "@" + run.suite_version : "");
+    return "#" + column.run + " " + (column.agent || (run && run.protocol) || "") + (run ? " · " + run.suite + "@" + run.suite_version : "") +
+      (run && run.status === "failed" ? " (failed)" : "");
   }
+
+  /* A failed run has no figures: a dash, never a bar of zeros. */
+  function shown(column, run, key) { return run && run.status === "failed" ? null : value(column, key); }
 
   function load() {
     var ids = (body.dataset.runs || "").split(",").map(function (s) { return s.trim(); }).filter(Boolean);
@@ -71,13 +75,13 @@
         return h("tr", { "data-run": c.run, "data-column": c.key },
           h("td", null, h("a", { href: "/runs/" + encodeURIComponent(c.run) + "/", text: label(c, run) })),
           h("td", { "class": "small", text: describe(run) + " · " + run.status }),
-          metrics.map(function (m) { return h("td", { "class": "num", text: window.GaiaCharts.format(value(c, m[0])) }); }));
+          metrics.map(function (m) { return h("td", { "class": "num", text: window.GaiaCharts.format(shown(c, run, m[0])) }); }));
       }));
       var charts = q("#charts");
       charts.replaceChildren.apply(charts, metrics.map(function (m) {
         var box = h("div", { "class": "card chart", "data-metric": m[0] });
         window.GaiaCharts.bars(box, { title: m[1], unit: m[2], metric: m[0],
-          items: columns.map(function (c) { return { label: label(c, runs[c.run]), value: value(c, m[0]) }; }) });
+          items: columns.map(function (c) { return { label: label(c, runs[c.run]), value: shown(c, runs[c.run], m[0]) }; }) });
         return box;
       }));
       differences(data.questions || [], columns, runs);
