@@ -57,6 +57,11 @@ def test_dashboard_shows_agents_with_state_lights(page, make_agent):
         re.compile("state-idle"))
     expect()(page.locator("#feed-status")).to_have_attribute("data-state", "live")
     screenshot(page, "dashboard")
+    # the uptime reads as a duration and ticks between reads of the organism
+    uptime = page.locator('[data-stat="uptime_seconds"]')
+    expect()(uptime).to_have_text(re.compile(r"^\d+ (s|min \d+ s|h \d+ min)$"))
+    first = uptime.text_content()
+    expect()(uptime).not_to_have_text(first, timeout=5000)
 
 
 def test_streaming_reply_grows_on_the_thread_page(page, gaia_server, make_agent, api_key):
@@ -198,6 +203,11 @@ def test_threads_list_page(page, gaia_server, echo_agent, api_key):
     page.fill("input[name=q]", "walrus")
     page.click("text=Filter")
     expect()(page.locator("#thread-rows tr")).to_have_count(1)
+    # times as people read them, the exact one on hover
+    when = page.locator("#thread-rows tr .last-activity time")
+    expect()(when).to_have_text("just now")
+    assert when.get_attribute("title")
+    assert re.match(r"^\d{4}-\d\d-\d\dT", when.get_attribute("datetime"))
     screenshot(page, "threads")
     page.goto("/agents/")
     screenshot(page, "agents")

@@ -197,8 +197,32 @@
       if (!node.title) node.title = new Date(iso).toLocaleString();
     });
   }
+  /* A <time> for an ISO time (the templates' ui/_time.html), or a dash. */
+  function timeNode(iso, none) {
+    if (!iso) return h("span", { "class": "muted", text: none || "–" });
+    var t = h("time", { datetime: iso, title: new Date(iso).toLocaleString() });
+    t.textContent = ago(iso);
+    return t;
+  }
+
+  /* Stats with a unit ([data-format=duration-s]: seconds shown as "3 h 5 min"); those with
+   * data-ticks count up each second between reads (the uptime). */
+  function formatStat(node, value) {
+    node.dataset.value = value;
+    node.dataset.readAt = Date.now();
+    node.textContent = node.dataset.format === "duration-s" ? duration(Number(value) * 1000) : value;
+  }
+  function tickStats() {
+    qa("[data-format][data-ticks]").forEach(function (n) {
+      if (n.dataset.value === undefined) formatStat(n, Number(n.textContent));
+      var v = Number(n.dataset.value) + (Date.now() - Number(n.dataset.readAt)) / 1000;
+      n.textContent = duration(Math.floor(v) * 1000);
+    });
+  }
   humanTimes();
   setInterval(humanTimes, 30000);
+  qa("[data-format]").forEach(function (n) { formatStat(n, n.textContent.trim()); });
+  setInterval(tickStats, 1000);
 
   /* Durations and sizes with their units: 950 ms, 1.2 s, 3 min 5 s; 512 B, 1.4 KB. */
   function duration(ms) {
@@ -222,7 +246,7 @@
     API: API, PAGE: body.dataset.page, h: h, q: q, qa: qa, attrSel: attrSel, show: show,
     orDash: orDash, num: num, fixed: fixed, listOf: listOf, notice: notice, api: api,
     fail: fail, badge: badge, confirmAction: confirmAction, ago: ago, humanTimes: humanTimes,
-    duration: duration, bytes: bytes,
+    duration: duration, bytes: bytes, timeNode: timeNode, formatStat: formatStat,
     // Pages of other apps: {attach(feed), resync() -> promise|null, live: bool}, called by
     // ui.js before it starts the feed.
     pages: []

@@ -27,7 +27,7 @@
       h("td", { "class": "num queue-depth", text: a.queue_depth || 0 }),
       h("td", { "class": "current-thread" }, a.current_thread ? threadLink(a.current_thread, a.current_thread.slice(0, 12) + "…") : null),
       h("td", { text: (a.provider || "") + " / " + (a.model || "") }),
-      h("td", { "class": "last-activity", text: a.last_activity || "" }));
+      h("td", { "class": "last-activity" }, G.timeNode(a.last_activity, "never")));
   }
 
   function threadRow(t) {
@@ -41,7 +41,7 @@
       h("td", { text: t.agent || "" }),
       h("td", { text: (t.participants && t.participants[0]) || "" }),
       h("td", { "class": "num message-count", text: t.message_count || 0 }),
-      h("td", { "class": "last-activity", text: t.last_activity || "" }));
+      h("td", { "class": "last-activity" }, G.timeNode(t.last_activity)));
   }
 
   function messageNode(m) {
@@ -51,7 +51,7 @@
     var art = h("article", { "class": "msg role-" + m.role + (m.internal ? " internal" : "") + (calls.length ? " tools" : ""),
                              "data-message-id": m.id, "data-response-id": m.response_id || null },
       h("header", null, h("strong", { text: m.from }), " → " + m.to + " ",
-        h("span", { "class": "muted", text: m.payload_type + (m.internal ? " · internal" : "") + " · " + m.timestamp })));
+        h("span", { "class": "muted" }, m.payload_type + (m.internal ? " · internal" : "") + " · ", G.timeNode(m.timestamp))));
     if (p.reasoning) art.appendChild(h("details", { "class": "reasoning" }, h("summary", { text: "reasoning" }),
                                        h("pre", { "class": "text", text: p.reasoning })));
     if (!calls.length || (p.tool_calls && p.content)) art.appendChild(h("pre", { "class": "text body", text: p.content || "" }));
@@ -138,7 +138,7 @@
       var cell = q(".current-thread", row);
       cell.replaceChildren();
       if (evt.current_thread) cell.appendChild(threadLink(evt.current_thread, evt.current_thread.slice(0, 12) + "…"));
-      if (evt.timestamp) q(".last-activity", row).textContent = evt.timestamp;
+      if (evt.timestamp) q(".last-activity", row).replaceChildren(G.timeNode(evt.timestamp));
     });
     if (PAGE === "agent" && body.dataset.agent === evt.agent) {
       var light = q("#agent-light");
@@ -195,7 +195,7 @@
       var cell = row.children[0];
       cell.replaceChildren(badge(evt.status));
       q(".message-count", row).textContent = evt.message_count;
-      q(".last-activity", row).textContent = evt.last_activity || "";
+      q(".last-activity", row).replaceChildren(G.timeNode(evt.last_activity));
       if (PAGE === "dashboard" && evt.status !== "active") setTimeout(function () { row.remove(); }, 1500);
     });
     if (PAGE === "dashboard") scheduleOrganism();
@@ -257,7 +257,7 @@
   function approvalNode(a) {
     return h("article", { "class": "approval", "data-approval-id": a.id, "data-status": a.status },
       h("header", null, h("strong", { "class": "approval-tool", text: a.tool }), " ",
-        h("span", { "class": "muted", text: (a.server ? "on " + a.server + " · " : "") + "asked by " + a.agent + " · expires " + a.expires_at })),
+        h("span", { "class": "muted" }, (a.server ? "on " + a.server + " · " : "") + "asked by " + a.agent + " · expires ", G.timeNode(a.expires_at))),
       h("pre", { "class": "text approval-args", text: a.arguments || "" }),
       h("form", { "class": "api-form approval-form", method: "post", action: "/api/v1/approvals/" + encodeURIComponent(a.id),
                   "data-kind": "approval", hidden: a.status !== "pending" },
@@ -364,7 +364,7 @@
       organismTimer = null;
       api("GET", "organism").then(function (o) {
         qa("[data-stat]").forEach(function (n) {
-          if (o[n.dataset.stat] !== undefined) n.textContent = o[n.dataset.stat];
+          if (o[n.dataset.stat] !== undefined) G.formatStat(n, o[n.dataset.stat]);
         });
       }).catch(function () { /* the stats stay as they were */ });
     }, 1000);
