@@ -169,10 +169,13 @@ def suite_get(*, ref: Any) -> BenchmarkSuite | None:
 
 def run_list(*, status: str | None = None, suite: str | None = None,
              protocol: str | None = None, agent: str | None = None,
-             since: datetime | None = None) -> QuerySet[BenchmarkRun]:
+             since: datetime | None = None, kind: str | None = None
+             ) -> QuerySet[BenchmarkRun]:
     runs = BenchmarkRun.objects.select_related("suite", "submitted_by", "submitted_by_user")
     if status:
         runs = runs.filter(status=status)
+    if kind:
+        runs = runs.filter(kind=kind)
     if suite:
         runs = runs.filter(suite__name=suite.partition("@")[0])
         if "@" in suite and suite.partition("@")[2].isdigit():

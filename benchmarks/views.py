@@ -21,7 +21,11 @@ SUITE_RUNS_SHOWN = 50
 
 @staff_required
 def run_list(request: HttpRequest) -> HttpResponse:
-    return render(request, "benchmarks/runs.html", {"page": "runs"})
+    # the filters go to the API as they are (runs.js): it checks them and names a bad one
+    filters = {k: request.GET.get(k, "") for k in ("status", "kind", "suite", "agent", "since")}
+    return render(request, "benchmarks/runs.html", {
+        "page": "runs", "filters": filters, "statuses": BenchmarkRun.Status.choices,
+        "kinds": BenchmarkRun.Kind.choices})
 
 
 @staff_required

@@ -249,6 +249,7 @@ class ToolsField(serializers.JSONField):
 class RunListCreateApi(BenchmarksApi):
     class FilterSerializer(serializers.Serializer):
         status = serializers.ChoiceField(choices=BenchmarkRun.Status.choices, required=False)
+        kind = serializers.ChoiceField(choices=BenchmarkRun.Kind.choices, required=False)
         suite = serializers.CharField(required=False, max_length=100, trim_whitespace=False)
         protocol = serializers.CharField(required=False, max_length=100, trim_whitespace=False)
         agent = serializers.CharField(required=False, max_length=100, trim_whitespace=False)

@@ -480,3 +480,30 @@ def test_feed_commands_are_answered_by_their_id(page, make_agent):
     assert "nobody-here" in refused
     page.evaluate("window.gaiaFeed.command('resume', {agent: 'commanded'})")
     expect()(page.locator("#agent-light")).to_have_class(re.compile("state-idle"))
+
+
+def test_the_runs_list_filters_and_pages(page, bench_suite):
+    from benchmarks.models import BenchmarkRun
+
+    for i in range(57):  # finished runs as the history a team builds up
+        BenchmarkRun.objects.create(
+            suite=bench_suite, protocol="json" if i % 3 else "msgpack",
+            tools={"retriever": "deterministic"}, question_indexes=[0],
+            status="failed" if i % 10 == 0 else "succeeded", questions_total=1,
+            questions_done=1, summary={"mean_exact_match": 1.0, "mean_f1": 1.0})
+    page.goto("/runs/")
+    rows = page.locator("#run-rows tr")
+    expect()(rows).to_have_count(50)
+    expect()(page.locator("#runs-page")).to_have_text("page 1 of 2 (57 runs)")
+    expect()(page.locator("#runs-previous")).to_be_hidden()
+    page.click("#runs-next")
+    expect()(rows).to_have_count(7)
+    expect()(page.locator("#runs-page")).to_have_text("page 2 of 2 (57 runs)")
+    page.locator("#run-filters select[name=status]").select_option("failed")
+    page.click("#run-filters button")
+    expect()(rows).to_have_count(6)
+    expect()(page.locator("#runs-page")).to_have_text("page 1 of 1 (6 runs)")
+    for status in page.locator("#run-rows .run-status").all_text_contents():
+        assert status == "failed"
+    page.goto("/runs/?suite=no-such-suite")
+    expect()(page.locator("#run-list")).to_contain_text("No run matches.")

@@ -84,9 +84,20 @@
     var box = q("#recent-runs") || q("#run-list");
     if (!box) return;
     var selectable = box.id === "run-list";
-    return api("GET", "benchmarks/runs?limit=" + (box.dataset.limit || 20)).then(function (data) {
+    var limit = Number(box.dataset.limit || 20);
+    var query = new URLSearchParams({ limit: limit });
+    var page = 1;
+    if (selectable) {  // the runs page: its filters and page, from its address
+      var params = new URLSearchParams(window.location.search);
+      ["status", "kind", "suite", "agent"].forEach(function (k) { if (params.get(k)) query.set(k, params.get(k)); });
+      if (params.get("since")) query.set("since", new Date(params.get("since") + "T00:00:00").toISOString());
+      page = Math.max(1, Number(params.get("page")) || 1);
+      query.set("offset", (page - 1) * limit);
+    }
+    return api("GET", "benchmarks/runs?" + query.toString()).then(function (data) {
       var runs = listOf(data, "runs");
-      if (!runs.length) { box.replaceChildren(h("p", { "class": "muted", text: "No runs yet." })); return; }
+      if (selectable) runPager(page, limit, data.count || 0);
+      if (!runs.length) { box.replaceChildren(h("p", { "class": "muted", text: selectable && window.location.search ? "No run matches." : "No runs yet." })); return; }
       box.replaceChildren(h("table", { "class": "runs" },
         h("thead", null, h("tr", null, selectable ? h("th", { text: "" }) : null, h("th", { text: "Run" }), h("th", { text: "Kind" }),
           h("th", { text: "Suite" }), h("th", { text: "Protocol or targets" }), h("th", { text: "Status" }), h("th", { text: "Progress" }),
@@ -97,6 +108,22 @@
     });
   }
 
+  function runPager(page, limit, count) {
+    var pages = Math.max(1, Math.ceil(count / limit));
+    var nav = q("#run-pager");
+    if (!nav) return;
+    nav.hidden = false;
+    q("#runs-page").textContent = "page " + page + " of " + pages + " (" + count + " runs)";
+    function link(node, to) {
+      var params = new URLSearchParams(window.location.search);
+      params.set("page", to);
+      node.href = "?" + params.toString();
+      node.hidden = to < 1 || to > pages;
+    }
+    link(q("#runs-previous"), page - 1);
+    link(q("#runs-next"), page + 1);
+  }
+
   function runEvent(evt) {
     var run = evt.run;
     var id = run ? runId(run) : evt.run_id;
@@ -104,7 +131,9 @@
       var row = q("tr" + attrSel("data-run", id), q("#run-rows"));
       if (run) {
         var fresh = runRow(run, !!q("#run-list"));
-        if (row) row.replaceWith(fresh); else q("#run-rows").insertBefore(fresh, q("#run-rows").firstChild);
+        // a new run joins the first page of the unfiltered list; a filtered or later page rereads
+        if (row) row.replaceWith(fresh);
+        else if (!q("#run-list") || !window.location.search) q("#run-rows").insertBefore(fresh, q("#run-rows").firstChild);
       } else if (row && evt.event === "run_progress") {
         setProgress(q(".progress", row), num(evt.questions_done) || 0, num(evt.questions_total) || 0, evt.status);
         q(".run-status", row).replaceChildren(badge(evt.status));
