@@ -221,6 +221,14 @@
   }
   humanTimes();
   setInterval(humanTimes, 30000);
+
+  // On a narrow screen the navigation folds behind its "Menu" button.
+  var navToggle = q("#nav-toggle");
+  if (navToggle) navToggle.addEventListener("click", function () {
+    var open = navToggle.getAttribute("aria-expanded") !== "true";
+    navToggle.setAttribute("aria-expanded", String(open));
+    q("header.top").classList.toggle("nav-open", open);
+  });
   qa("[data-format]").forEach(function (n) { formatStat(n, n.textContent.trim()); });
   setInterval(tickStats, 1000);
 

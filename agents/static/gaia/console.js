@@ -123,7 +123,7 @@
     var h = G.h;
     rows.insertBefore(h("tr", { "data-key": k.id },
       h("td", null, h("a", { href: "/keys/" + k.id + "/", text: k.name })), h("td", null, h("code", { text: k.prefix })),
-      h("td", null, h("span", { "class": "badge status-" + k.state, text: k.state })),
+      h("td", null, h("span", { "class": "badge key-" + k.state, text: k.state })),
       h("td", { text: k.scopes.join(", ") }), h("td", { text: k.agents.length ? k.agents.join(", ") : "every agent" }),
       h("td", { "class": "num", text: k.requests_per_minute ? k.requests_per_minute + "/min" : "unlimited" }),
       timeCell(k.expires_at, "never"), timeCell(k.last_used_at, "never"), timeCell(k.created_at)), rows.firstChild);
