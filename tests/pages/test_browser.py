@@ -231,6 +231,13 @@ def test_submit_a_run_from_the_form_and_watch_it_finish(page, run_server, bench_
     page.select_option("#run-suite", "ui-hotpotqa")
     page.check("input[name=selection][value=first]")
     page.fill("input[name=limit]", "4")
+    # the API's refusal sits by the field it names
+    page.fill("#run-protocol", "carrier-pigeon")
+    page.click("#run-submit")
+    slot = page.locator('#run-form .field-error[data-for="protocol"]')
+    expect()(slot).to_contain_text("protocol")
+    expect()(page.locator("#run-protocol")).to_have_attribute("aria-invalid", "true")
+    page.fill("#run-protocol", "json")
     screenshot(page, "run-new")
     page.click("#run-submit")
     page.wait_for_url(re.compile(r"/runs/\d+/$"))

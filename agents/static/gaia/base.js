@@ -250,11 +250,35 @@
     return (i ? n.toFixed(n < 10 ? 1 : 0) : String(Math.round(n))) + " " + units[i];
   }
 
+  /* The API's 400 next to the field it names (``param``; "agents" for "agents[2]" or
+   * "scopes.0"): the form's .field-error[data-for] slot, else one made after the field.
+   * Returns whether a field took it (else the caller shows it for the whole form). */
+  function fieldError(form, err) {
+    var param = err.data && err.data.param ? String(err.data.param).split(/[.[]/)[0] : null;
+    if (!param) return false;
+    var field = q('[name="' + CSS.escape(param) + '"]', form);
+    var slot = q('.field-error[data-for="' + CSS.escape(param) + '"]', form);
+    if (!slot && field) {
+      slot = h("span", { "class": "field-error", "data-for": param, role: "alert" });
+      (field.closest("label") || field).insertAdjacentElement("afterend", slot);
+    }
+    if (!slot) return false;
+    slot.textContent = err.message;
+    slot.hidden = false;
+    if (field) { field.setAttribute("aria-invalid", "true"); field.focus(); }
+    return true;
+  }
+  function clearFieldErrors(form) {
+    qa(".field-error", form).forEach(function (e) { e.hidden = true; e.textContent = ""; });
+    qa("[aria-invalid]", form).forEach(function (f) { f.removeAttribute("aria-invalid"); });
+  }
+
   window.Gaia = {
     API: API, PAGE: body.dataset.page, h: h, q: q, qa: qa, attrSel: attrSel, show: show,
     orDash: orDash, num: num, fixed: fixed, listOf: listOf, notice: notice, api: api,
     fail: fail, badge: badge, confirmAction: confirmAction, ago: ago, humanTimes: humanTimes,
     duration: duration, bytes: bytes, timeNode: timeNode, formatStat: formatStat,
+    fieldError: fieldError, clearFieldErrors: clearFieldErrors,
     // Pages of other apps: {attach(feed), resync() -> promise|null, live: bool}, called by
     // ui.js before it starts the feed.
     pages: []

@@ -58,24 +58,14 @@
   }
 
   function clearErrors(form) {
-    qa(".field-error", form).forEach(function (e) { e.hidden = true; e.textContent = ""; });
-    qa("[aria-invalid]", form).forEach(function (f) { f.removeAttribute("aria-invalid"); });
+    G.clearFieldErrors(form);
     var top = q(".form-error", form);
     if (top) top.hidden = true;
   }
 
-  /* The API's error next to the field it names (``param``, "agents" for "agents[2]"), or
-   * above the button when it names none. */
+  /* The API's error next to the field it names, or above the button when it names none. */
   function showError(form, err) {
-    var param = err.data && err.data.param ? String(err.data.param).split(/[.[]/)[0] : null;
-    var slot = param ? q('.field-error[data-for="' + CSS.escape(param) + '"]', form) : null;
-    if (slot) {
-      slot.textContent = err.message;
-      slot.hidden = false;
-      var field = q('[name="' + CSS.escape(param) + '"]', form);
-      if (field) { field.setAttribute("aria-invalid", "true"); field.focus(); }
-      return;
-    }
+    if (G.fieldError(form, err)) return;
     var top = q(".form-error", form);
     if (top) { top.textContent = err.message; top.hidden = false; } else G.fail(err);
   }

@@ -337,12 +337,12 @@
       if (d.get("selection") === "first") payload.limit = Number(d.get("limit"));
       if (d.get("selection") === "indexes") payload.indexes = String(d.get("indexes")).split(/[\s,]+/).filter(Boolean).map(Number);
       err.hidden = true;
+      G.clearFieldErrors(form);
       q("#run-submit").disabled = true;
       api("POST", "benchmarks/runs", payload).then(function (run) {
         window.location.href = "/runs/" + encodeURIComponent(runId(run)) + "/";
       }).catch(function (e2) {
-        err.textContent = e2.message;
-        err.hidden = false;
+        if (!G.fieldError(form, e2)) { err.textContent = e2.message; err.hidden = false; }
         q("#run-submit").disabled = false;
       });
     });
