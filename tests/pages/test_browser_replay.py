@@ -208,7 +208,7 @@ def test_replay_from_the_page_watched_diffed_trended_and_compared(
                                           "indexes": [0, 1, 2]}).json()["id"]
     page.goto(f"{run_server.url}/runs/{second}/")
     expect()(page.locator("#run-status")).to_have_text("succeeded", timeout=RUN_WAIT)
-    expect()(page.locator("#cases article.case")).to_have_count(3)
+    expect()(page.locator("#cases article.case")).to_have_count(3, timeout=30_000)
     expect()(page.locator(f'#cases-against option[value="{first}"]')).to_have_count(1)
     page.select_option("#cases-against", str(first))
     expect()(page).to_have_url(re.compile(rf"\?against={first}$"))
