@@ -50,6 +50,7 @@ from urllib.parse import parse_qs
 from channels.consumer import get_handler_name
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
+from django.utils import timezone
 
 from agents import fanout, realtime, selectors, services, turns
 from agents.database import run_db
@@ -158,7 +159,7 @@ def _agent_get(slug: str) -> Agent:
 
 
 def _thread_get(thread_id: str) -> Thread:
-    thread = Thread.objects.filter(pk=thread_id).first()
+    thread = Thread.objects.select_related("agent").filter(pk=thread_id).first()
     if thread is None:
         raise NotFound(f"No thread with id '{thread_id}'.", param="thread_id",
                        code="thread_not_found")
@@ -190,6 +191,8 @@ class FeedConsumer(AsyncJsonWebsocketConsumer):
         self._joined = False
         self._sender: asyncio.Task[None] | None = None
         self._auth_timer: asyncio.Task[None] | None = None
+        self._expiry: asyncio.TimerHandle | None = None
+        self._rechecks: set[asyncio.Task[None]] = set()
         self.batch = False  # /ws?batch=1: every message is a JSON array of events
         self._max = 0  # queued events at most (set on connect)
 
@@ -257,6 +260,9 @@ class FeedConsumer(AsyncJsonWebsocketConsumer):
             self._auth_timer.cancel()
         await fanout.feed_join(self._feed_batch, paced=self.batch)
         self._joined = True
+        if self.api_key is not None:
+            fanout.feed_on_config_changed(self._key_recheck_soon)
+            self._expiry_arm()
         snapshot = await run_db(feed_snapshot)
         self._out.appendleft(fanout.open_text({"event": "connected",
                                                  "timestamp": realtime.now_iso(), **snapshot}))
@@ -266,11 +272,49 @@ class FeedConsumer(AsyncJsonWebsocketConsumer):
 
     async def disconnect(self, code: int) -> None:
         self.closed = True
-        for task in (self._auth_timer, self._sender):
+        for task in (self._auth_timer, self._sender, *self._rechecks):
             if task is not None:
                 task.cancel()
+        if self._expiry is not None:
+            self._expiry.cancel()
         if self._joined:
             fanout.feed_leave(self._feed_batch)
+            fanout.feed_off_config_changed(self._key_recheck_soon)
+
+    # -- the key stays valid while the socket is open ---------------------------------------
+
+    def _expiry_arm(self) -> None:
+        """Close the socket when the key expires (4001), as a new request would be refused."""
+        if self._expiry is not None:
+            self._expiry.cancel()
+            self._expiry = None
+        expires_at = self.api_key.expires_at if self.api_key is not None else None
+        if expires_at is not None:
+            wait = max(0.0, (expires_at - timezone.now()).total_seconds())
+            self._expiry = asyncio.get_running_loop().call_later(
+                wait, lambda: self._key_recheck_soon())
+
+    def _key_recheck_soon(self) -> None:
+        """The configuration changed (a key revoked, its scopes or agents edited): read the
+        key again, off the loop."""
+        if self.closed or self.api_key is None:
+            return
+        task = asyncio.get_running_loop().create_task(self._key_recheck())
+        self._rechecks.add(task)
+        task.add_done_callback(self._rechecks.discard)
+
+    async def _key_recheck(self) -> None:
+        assert self.api_key is not None
+        try:
+            self.api_key = await run_db(services.api_key_recheck, key=self.api_key,
+                                        scope=ApiKey.Scope.OPERATOR)
+        except AuthenticationFailed as exc:
+            await self._refuse(CLOSE_UNAUTHENTICATED, exc.message)
+            return
+        except PermissionDenied:
+            await self._refuse(CLOSE_FORBIDDEN, "the key lacks the 'operator' scope")
+            return
+        self._expiry_arm()
 
     # -- outgoing ----------------------------------------------------------------------------
 
@@ -435,6 +479,9 @@ class FeedConsumer(AsyncJsonWebsocketConsumer):
                 code="unknown_command"))
             return
         try:
+            if self.api_key is not None and self.api_key.requests_per_minute:
+                # a command counts against the key's budget as a REST request does
+                await run_db(services.api_key_throttle, key=self.api_key)
             result = await getattr(self, f"cmd_{cmd}")(content)
         except GaiaError as exc:
             self._error(cmd_id, exc)
@@ -468,12 +515,14 @@ class FeedConsumer(AsyncJsonWebsocketConsumer):
 
     async def cmd_kill(self, content: dict[str, Any]) -> dict[str, Any]:
         thread = await run_db(_thread_get, _thread_id(content, required=True))
-        running = await run_db(services.thread_kill, thread=thread)
+        running = await run_db(services.thread_kill, thread=thread,
+                             api_key=self.api_key)
         return {"thread_id": str(thread.pk), "running": running}
 
     async def _set_paused(self, content: dict[str, Any], paused: bool) -> dict[str, Any]:
         agent = await run_db(_agent_get, _required_str(content, "agent"))
-        await run_db(services.agent_set_paused, agent=agent, paused=paused)
+        await run_db(services.agent_set_paused, agent=agent, paused=paused,
+                     api_key=self.api_key)
         return {"agent": agent.slug, "paused": paused}
 
     async def cmd_pause(self, content: dict[str, Any]) -> dict[str, Any]:

@@ -39,11 +39,18 @@ def staff_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpRespo
 
 
 class StaffAuthenticationForm(AuthenticationForm):
+    """One answer for every refusal (a wrong password, an unknown user, an inactive or a
+    non-staff account): a message only a right password gets would confirm the credential."""
+
+    error_messages = {
+        **AuthenticationForm.error_messages,
+        "invalid_login": "Please enter the username and password of a staff account (this "
+                         "page is for staff accounts only).",
+    }
+
     def confirm_login_allowed(self, user: Any) -> None:
-        super().confirm_login_allowed(user)
-        if not user.is_staff:
-            raise forms.ValidationError("This page is for staff accounts only.",
-                                        code="not_staff")
+        if not user.is_active or not user.is_staff:
+            raise self.get_invalid_login_error()
 
 
 class LoginView(auth_views.LoginView):

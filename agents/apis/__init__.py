@@ -344,7 +344,8 @@ class ThreadKillApi(OperatorApi):
     def post(self, request: Request, thread_id: str) -> Response:
         thread = selectors.thread_get(thread_id=thread_id)
         note(request, agent=thread.agent.slug, thread=str(thread.pk))
-        running = services.thread_kill(thread=thread)
+        running = services.thread_kill(
+            thread=thread, api_key=request.auth if isinstance(request.auth, ApiKey) else None)
         out = {"thread_id": str(thread.pk), "status": thread.status, "was_running": running}
         return Response(self.OutputSerializer(out).data, status=status.HTTP_202_ACCEPTED)
 
@@ -360,7 +361,9 @@ class AgentPauseApi(OperatorApi):
     def post(self, request: Request, slug: str) -> Response:
         agent = selectors.agent_get(slug=slug)
         note(request, agent=agent.slug)
-        services.agent_set_paused(agent=agent, paused=self.paused)
+        services.agent_set_paused(
+            agent=agent, paused=self.paused,
+            api_key=request.auth if isinstance(request.auth, ApiKey) else None)
         return Response(self.OutputSerializer(selectors.agent_public_get(slug=slug)).data)
 
 
