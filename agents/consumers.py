@@ -41,9 +41,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import json
 import logging
-import uuid
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -55,14 +53,23 @@ from django.utils import timezone
 from agents import fanout, realtime, selectors, services, turns
 from agents.database import run_db
 from agents.exceptions import (
-    AgentNotFound,
     AuthenticationFailed,
     GaiaError,
     InvalidRequest,
-    NotFound,
     PermissionDenied,
 )
-from agents.models import Agent, ApiKey, Thread
+from agents.feed_input import (
+    agent_get,
+    command_thread_id,
+    event_agents,
+    event_thread,
+    header_key,
+    required_str,
+    str_list,
+    thread_get,
+)
+from agents.jsonbody import json_parse
+from agents.models import ApiKey
 
 log = logging.getLogger("gaia.feed")
 
@@ -96,74 +103,6 @@ def feed_snapshot() -> dict[str, Any]:
         "agents": selectors.agent_list_public(),
         "threads": selectors.thread_list_active(),
     }
-
-
-def _header_key(scope: dict[str, Any]) -> str | None:
-    headers = dict(scope.get("headers") or [])
-    auth = headers.get(b"authorization", b"").decode("latin1").strip()
-    if auth[:7].lower() == "bearer ":
-        return auth[7:].strip() or None
-    return headers.get(b"x-api-key", b"").decode("latin1").strip() or None
-
-
-def _event_thread(event: dict[str, Any]) -> str | None:
-    if "thread_id" in event:
-        return event["thread_id"]
-    if "thread" in event:
-        return event["thread"].get("id")
-    if "message" in event:
-        return event["message"].get("thread_id")
-    return None
-
-
-def _event_agents(event: dict[str, Any]) -> tuple[str, ...]:
-    if "agent" in event:
-        return (event["agent"],)
-    if "thread" in event:
-        return (event["thread"].get("agent"),)
-    if "message" in event:  # an agent's reply comes from it, anything else goes to it
-        return (event["message"].get("from"), event["message"].get("to"))
-    return ()
-
-
-def _str_list(content: dict[str, Any], name: str) -> frozenset[str]:
-    value = content.get(name) or []
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise InvalidRequest(f"'{name}' must be a list of strings.", param=name)
-    return frozenset(value)
-
-
-def _required_str(content: dict[str, Any], name: str) -> str:
-    value = content.get(name)
-    if not isinstance(value, str) or not value.strip():
-        raise InvalidRequest(f"'{name}' is required (a non-empty string).", param=name)
-    return value.strip()
-
-
-def _thread_id(content: dict[str, Any], *, required: bool) -> str | None:
-    if not required and content.get("thread_id") is None:
-        return None
-    raw = _required_str(content, "thread_id")
-    try:
-        return str(uuid.UUID(raw))
-    except ValueError:
-        raise NotFound(f"No thread with id '{raw}'.", param="thread_id",
-                       code="thread_not_found") from None
-
-
-def _agent_get(slug: str) -> Agent:
-    agent = Agent.objects.select_related("provider").filter(slug=slug).first()
-    if agent is None:
-        raise AgentNotFound(f"No agent '{slug}'.", param="agent", code="agent_not_found")
-    return agent
-
-
-def _thread_get(thread_id: str) -> Thread:
-    thread = Thread.objects.select_related("agent").filter(pk=thread_id).first()
-    if thread is None:
-        raise NotFound(f"No thread with id '{thread_id}'.", param="thread_id",
-                       code="thread_not_found")
-    return thread
 
 
 class FeedConsumer(AsyncJsonWebsocketConsumer):
@@ -214,7 +153,7 @@ class FeedConsumer(AsyncJsonWebsocketConsumer):
         query = parse_qs(self.scope.get("query_string", b"").decode("latin1"))
         self.batch = query.get("batch", [""])[-1] in ("1", "true")
         await self.accept()
-        raw = _header_key(self.scope)
+        raw = header_key(self.scope)
         if raw is not None:
             await self._authenticate_key(raw)
             return
@@ -436,11 +375,11 @@ class FeedConsumer(AsyncJsonWebsocketConsumer):
         if self.events and event["event"] not in self.events:
             return False
         if self.threads:
-            thread = _event_thread(event)
+            thread = event_thread(event)
             if thread is not None and thread not in self.threads:
                 return False
         if self.agents:
-            agents = _event_agents(event)
+            agents = event_agents(event)
             if agents and not self.agents.intersection(agents):
                 return False
         return True
@@ -451,16 +390,20 @@ class FeedConsumer(AsyncJsonWebsocketConsumer):
                       **kwargs: Any) -> None:
         if self.closed:
             return
+        # The rule every JSON input follows (agents.jsonbody), before anything reads it: too
+        # deep, a NUL or a lone surrogate is refused here, authenticated or not.
+        problem: InvalidRequest | None = None
         try:
-            content = json.loads(text_data) if text_data is not None else None
-        except ValueError:
-            content = None
+            content = (json_parse(text_data, what="the command") if text_data is not None
+                       else None)  # commands are text frames
+        except InvalidRequest as exc:
+            content, problem = None, exc
         if not isinstance(content, dict):
             if not self.authenticated:
                 await self._refuse(CLOSE_UNAUTHENTICATED, "first message must be auth")
                 return
-            self._error(None, InvalidRequest("Commands are JSON objects with a 'cmd'.",
-                                             code="invalid_json"))
+            self._error(None, problem or InvalidRequest(
+                "Commands are JSON objects with a 'cmd'.", code="invalid_json"))
             return
         await self.receive_json(content)
 
@@ -496,9 +439,9 @@ class FeedConsumer(AsyncJsonWebsocketConsumer):
         return {}  # already authenticated
 
     async def cmd_subscribe(self, content: dict[str, Any]) -> dict[str, Any]:
-        threads = _str_list(content, "threads")
-        agents = _str_list(content, "agents")
-        events = _str_list(content, "events")
+        threads = str_list(content, "threads")
+        agents = str_list(content, "agents")
+        events = str_list(content, "events")
         unknown = sorted(events - set(realtime.EVENT_FIELDS))
         if unknown:
             raise InvalidRequest(f"Unknown event types: {', '.join(unknown)}.", param="events",
@@ -508,19 +451,19 @@ class FeedConsumer(AsyncJsonWebsocketConsumer):
 
     async def cmd_inject(self, content: dict[str, Any]) -> dict[str, Any]:
         injected = await turns.inject(
-            to=_required_str(content, "to"), payload=content.get("payload"),
-            thread_id=_thread_id(content, required=False), api_key=self.api_key,
+            to=required_str(content, "to"), payload=content.get("payload"),
+            thread_id=command_thread_id(content, required=False), api_key=self.api_key,
             operator=self.user_label)
         return {"thread_id": injected.thread_id, "message_id": injected.message_id}
 
     async def cmd_kill(self, content: dict[str, Any]) -> dict[str, Any]:
-        thread = await run_db(_thread_get, _thread_id(content, required=True))
+        thread = await run_db(thread_get, command_thread_id(content, required=True))
         running = await run_db(services.thread_kill, thread=thread,
                              api_key=self.api_key)
         return {"thread_id": str(thread.pk), "running": running}
 
     async def _set_paused(self, content: dict[str, Any], paused: bool) -> dict[str, Any]:
-        agent = await run_db(_agent_get, _required_str(content, "agent"))
+        agent = await run_db(agent_get, required_str(content, "agent"))
         await run_db(services.agent_set_paused, agent=agent, paused=paused,
                      api_key=self.api_key)
         return {"agent": agent.slug, "paused": paused}
@@ -536,7 +479,7 @@ class FeedConsumer(AsyncJsonWebsocketConsumer):
         if not isinstance(reason, str):
             raise InvalidRequest("'reason' is a string.", param="reason")
         approval = await run_db(
-            services.approval_decide, approval_id=_required_str(content, "approval_id"),
+            services.approval_decide, approval_id=required_str(content, "approval_id"),
             decision=decision, reason=reason, api_key=self.api_key,
             decided_by=services.approval_decider(api_key=self.api_key, username=self.user_label))
         return {"approval_id": str(approval.pk), "status": approval.status}

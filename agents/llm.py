@@ -93,7 +93,7 @@ def canonical_json(text: str) -> str:
     try:
         return json.dumps(json.loads(text), sort_keys=True, separators=(",", ":"),
                           ensure_ascii=False)
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, RecursionError):  # a model's arguments can be anything
         return text
 
 
@@ -132,7 +132,7 @@ def custom_input(arguments: str) -> str:
     provider that ignored the schema, is taken as the input itself)."""
     try:
         value = json.loads(arguments) if arguments else {}
-    except ValueError:
+    except (ValueError, RecursionError):
         return arguments
     if isinstance(value, dict) and isinstance(value.get(CUSTOM_INPUT), str):
         return value[CUSTOM_INPUT]

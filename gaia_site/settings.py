@@ -229,7 +229,7 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     # The operator API (agents/apis.py) speaks JSON only: no browsable HTML, no form posts.
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["agents.parsers.JsonParser"],
     "EXCEPTION_HANDLER": "agents.rest.api_exception_handler",
 }
 SPECTACULAR_SETTINGS = {
