@@ -127,6 +127,9 @@ def thread_list(request: HttpRequest) -> HttpResponse:
     })
 
 
+THREAD_PAGE_MESSAGES = 100  # the thread page shows this many, with a link to earlier ones
+
+
 @staff_required
 def thread_detail(request: HttpRequest, thread_id: str) -> HttpResponse:
     try:
@@ -142,7 +145,13 @@ def thread_detail(request: HttpRequest, thread_id: str) -> HttpResponse:
     # call is not in the thread stands alone. static/gaia/ui.js pairs them alike.
     messages: list[dict[str, Any]] = []
     calls: dict[str, dict[str, Any]] = {}
-    for row in selectors.message_list(thread_id=thread.pk, newest_first=False):
+    try:
+        before = int(request.GET["before"]) if request.GET.get("before") else None
+    except ValueError:
+        before = None
+    rows, older = selectors.thread_messages_page(thread_id=thread.pk, before=before,
+                                                 limit=THREAD_PAGE_MESSAGES)
+    for row in rows:
         m = selectors.message_public_row(row)
         payload = m["payload"]
         m["calls"] = [{**c, "origin": payload.get("origin"), "result": None,
@@ -159,7 +168,8 @@ def thread_detail(request: HttpRequest, thread_id: str) -> HttpResponse:
         messages.append(m)
     shown["messages"] = messages
     return render(request, "ui/thread.html", {"page": "thread", "thread": shown,
-                                              "approvals": approvals})
+                                              "approvals": approvals, "older": older,
+                                              "before": before})
 
 
 def _thread_row(thread: Thread) -> dict[str, Any]:

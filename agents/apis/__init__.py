@@ -153,7 +153,13 @@ class MessageOutput(serializers.Serializer):
 
 
 class ThreadDetailOutput(ThreadOutput):
-    messages = MessageOutput(many=True)
+    messages = MessageOutput(many=True, help_text="The latest `limit` messages (before the "
+                             "cursor `before`, if given), in conversation order.")
+    messages_before = serializers.IntegerField(
+        allow_null=True, help_text="The cursor to the messages before these: pass it as "
+        "`before` (null: these are the first).")
+    messages_older = serializers.CharField(
+        allow_null=True, help_text="The URL of the page before this one (null: none).")
 
 
 def _paginated(item: type[serializers.Serializer], name: str) -> Any:
@@ -234,16 +240,31 @@ class ThreadListApi(OperatorApi):
 
 
 class ThreadDetailApi(OperatorApi):
+    """A thread with a page of its messages: the latest ``limit`` (default 50, at most 200),
+    and a cursor (``messages_before``, ``messages_older``) to the ones before them, page by
+    page back to the first; ``…/messages`` lists them all in order."""
+
+    class FilterSerializer(serializers.Serializer):
+        limit = serializers.IntegerField(required=False, min_value=1, max_value=200)
+        before = serializers.IntegerField(required=False, min_value=1, help_text="A cursor "
+                                          "(`messages_before` of the page after).")
+
     OutputSerializer = ThreadDetailOutput
 
-    @extend_schema(responses=ThreadDetailOutput, summary="A thread with its messages")
+    @extend_schema(parameters=[FilterSerializer], responses=ThreadDetailOutput,
+                   summary="A thread with its latest messages")
     def get(self, request: Request, thread_id: str) -> Response:
+        f = self.filters(self.FilterSerializer)
         thread = selectors.thread_get(thread_id=thread_id)
         note(request, agent=thread.agent.slug, thread=str(thread.pk))
+        limit = f.get("limit", 50)
+        rows, older = selectors.thread_messages_page(thread_id=thread.pk,
+                                                     before=f.get("before"), limit=limit)
         out = selectors.thread_public_row(thread)
-        out["messages"] = [selectors.message_public_row(m)
-                           for m in selectors.message_list(thread_id=thread.pk,
-                                                           newest_first=False)]
+        out["messages"] = [selectors.message_public_row(m) for m in rows]
+        out["messages_before"] = older
+        out["messages_older"] = None if older is None else request.build_absolute_uri(
+            f"{request.path}?limit={limit}&before={older}")
         return Response(self.OutputSerializer(out).data)
 
 

@@ -62,6 +62,7 @@ from agents.selectors.threads import (
     thread_get,
     thread_list,
     thread_list_active,
+    thread_messages_page,
     thread_public,
     thread_public_row,
 )
@@ -97,6 +98,7 @@ __all__ = [
     "memory_public",
     "memory_recall",
     "message_list",
+    "thread_messages_page",
     "message_public",
     "message_public_row",
     "model_list",
