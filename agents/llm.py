@@ -329,13 +329,17 @@ def estimate_tokens(text: str) -> int:
     return max(1, (len(text) + 3) // 4) if text else 0
 
 
+def estimate_message_tokens(m: Message) -> int:
+    total = 4 + estimate_tokens(m.text)
+    for c in m.tool_calls:
+        total += estimate_tokens(c.name) + estimate_tokens(c.arguments)
+    return total + sum(85 for p in m.parts if isinstance(p, ImagePart))
+
+
 def estimate_request_tokens(request: LLMRequest) -> int:
     total = estimate_tokens(request.system)
     for m in request.messages:
-        total += 4 + estimate_tokens(m.text)
-        for c in m.tool_calls:
-            total += estimate_tokens(c.name) + estimate_tokens(c.arguments)
-        total += sum(85 for p in m.parts if isinstance(p, ImagePart))
+        total += estimate_message_tokens(m)
     for t in request.tools:
         total += estimate_tokens(t.name + t.description + str(t.parameters))
     return total
