@@ -6,7 +6,6 @@ what could fit, and the exact count bisects over the turns."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import pytest
 
