@@ -1,4 +1,4 @@
-"""WebSocket consumers: the operator feed (``/ws``) and ``PingConsumer`` (the wiring check).
+"""The operator feed's WebSocket consumer (``/ws``; the wiring check is :mod:`agents.ping`).
 
 The feed (issue 11, reference 003 "WebSocket API") is a thin interface over
 :mod:`agents.realtime` (where every event comes from), the selectors (the snapshot) and the
@@ -50,7 +50,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 from django.utils import timezone
 
-from agents import fanout, realtime, selectors, services, turns
+from agents import fanout, realtime, services, turns
 from agents.database import run_db
 from agents.exceptions import (
     AuthenticationFailed,
@@ -63,6 +63,7 @@ from agents.feed_input import (
     command_thread_id,
     event_agents,
     event_thread,
+    feed_snapshot,
     header_key,
     required_str,
     str_list,
@@ -77,37 +78,22 @@ log = logging.getLogger("gaia.feed")
 # thousands digit mirrors the HTTP status).
 CLOSE_UNAUTHENTICATED = 4001
 CLOSE_FORBIDDEN = 4003
+# RFC 6455 1013 "Try Again Later": the feed cannot reach its channel layer (Redis) now.
+CLOSE_TRY_AGAIN = 1013
+LAYER_DOWN = "the live feed's channel layer (Redis) cannot be reached; reconnect shortly"
 
 COMMANDS = ("auth", "subscribe", "inject", "kill", "pause", "resume", "approve", "deny")
 
 _WITH_SEQ = '{},"seq":{}}}'.format  # an open JSON text (fanout.open_text) and its seq
 
 
-class PingConsumer(AsyncJsonWebsocketConsumer):
-    async def connect(self) -> None:
-        await self.accept()
-        await self.send_json({"event": "connected"})
-
-    async def receive_json(self, content: Any, **kwargs: Any) -> None:
-        # Round-trip through the channel layer so a broken layer shows here.
-        await self.channel_layer.send(self.channel_name, {"type": "agents.pong", "echo": content})
-
-    async def agents_pong(self, message: dict[str, Any]) -> None:
-        await self.send_json({"event": "pong", "echo": message["echo"]})
-
-
-def feed_snapshot() -> dict[str, Any]:
-    """What a new feed socket is told first (``connected``)."""
-    return {
-        "organism": selectors.organism_info(),
-        "agents": selectors.agent_list_public(),
-        "threads": selectors.thread_list_active(),
-    }
-
-
 class FeedConsumer(AsyncJsonWebsocketConsumer):
     """The operator feed at ``/ws`` (see the module docstring for the protocol)."""
 
+    # No channel of its own: every event comes through this process's fan-out
+    # (agents.fanout), so a socket reads nothing from Redis itself (an unconfigured alias:
+    # Channels then opens no channel).
+    channel_layer_alias = "gaia-feed-has-no-channel"
     queue_max: int | None = None  # None: settings.GAIA_FEED_QUEUE_MAX
     auth_seconds: float | None = None  # None: settings.GAIA_FEED_AUTH_SECONDS
 
@@ -197,8 +183,15 @@ class FeedConsumer(AsyncJsonWebsocketConsumer):
         self.authenticated = True
         if self._auth_timer is not None:
             self._auth_timer.cancel()
-        await fanout.feed_join(self._feed_batch, paced=self.batch)
+        try:
+            async with asyncio.timeout(settings.GAIA_FEED_JOIN_SECONDS):
+                await fanout.feed_join(self._feed_batch, paced=self.batch)
+        except TimeoutError:  # the listener cannot join its group: Redis is away
+            fanout.feed_leave(self._feed_batch)
+            await self._refuse(CLOSE_TRY_AGAIN, LAYER_DOWN)
+            return
         self._joined = True
+        realtime.on_layer_lost(realtime.FEED_GROUP, self._layer_lost)
         if self.api_key is not None:
             fanout.feed_on_config_changed(self._key_recheck_soon)
             self._expiry_arm()
@@ -219,6 +212,16 @@ class FeedConsumer(AsyncJsonWebsocketConsumer):
         if self._joined:
             fanout.feed_leave(self._feed_batch)
             fanout.feed_off_config_changed(self._key_recheck_soon)
+            realtime.off_layer_lost(realtime.FEED_GROUP, self._layer_lost)
+
+    def _layer_lost(self) -> None:
+        """Redis went away under an open socket: its events stopped. Close it (1013) so the
+        client reconnects, and resyncs, once the feed is back."""
+        if not self.closed:
+            task = asyncio.get_running_loop().create_task(
+                self._refuse(CLOSE_TRY_AGAIN, LAYER_DOWN))
+            self._rechecks.add(task)
+            task.add_done_callback(self._rechecks.discard)
 
     # -- the key stays valid while the socket is open ---------------------------------------
 

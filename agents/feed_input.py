@@ -8,6 +8,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from agents import selectors
 from agents.exceptions import AgentNotFound, InvalidRequest, NotFound
 from agents.models import Agent, Thread
 
@@ -78,3 +79,12 @@ def thread_get(thread_id: str) -> Thread:
         raise NotFound(f"No thread with id '{thread_id}'.", param="thread_id",
                        code="thread_not_found")
     return thread
+
+
+def feed_snapshot() -> dict[str, Any]:
+    """What a new feed socket is told first (``connected``)."""
+    return {
+        "organism": selectors.organism_info(),
+        "agents": selectors.agent_list_public(),
+        "threads": selectors.thread_list_active(),
+    }

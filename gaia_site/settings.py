@@ -282,6 +282,8 @@ GAIA_FEED_AUTH_SECONDS = env.float("GAIA_FEED_AUTH_SECONDS", default=5.0)
 # query): a key revoked or expired meanwhile closes its sockets (4001) within this, even when
 # the config_changed event cannot reach the process (no Redis).
 GAIA_FEED_KEY_CHECK_SECONDS = env.float("GAIA_FEED_KEY_CHECK_SECONDS", default=2.0)
+# How long a new feed socket waits for the channel layer (Redis) before it is closed with 1013.
+GAIA_FEED_JOIN_SECONDS = env.float("GAIA_FEED_JOIN_SECONDS", default=5.0)
 # Messages per second a server process sends its /ws?batch=1 sockets in all: each gets one per
 # 0.1 s up to GAIA_FEED_BATCH_RATE / 10 sockets, then less often (100 sockets at 250: one every
 # 0.4 s), so that however many dashboards watch, the feed's cost to /v1 stays bounded.
