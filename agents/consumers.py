@@ -1,4 +1,4 @@
-"""WebSocket consumers: the operator feed (``/ws``) and ``PingConsumer`` (the wiring check).
+"""The operator feed's WebSocket consumer (``/ws``; the wiring check is :mod:`agents.ping`).
 
 The feed (issue 11, reference 003 "WebSocket API") is a thin interface over
 :mod:`agents.realtime` (where every event comes from), the selectors (the snapshot) and the
@@ -41,27 +41,36 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import json
 import logging
-import uuid
 from typing import Any
 from urllib.parse import parse_qs
 
 from channels.consumer import get_handler_name
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
+from django.utils import timezone
 
-from agents import fanout, realtime, selectors, services, turns
+from agents import fanout, realtime, services, turns
 from agents.database import run_db
 from agents.exceptions import (
-    AgentNotFound,
     AuthenticationFailed,
     GaiaError,
     InvalidRequest,
-    NotFound,
     PermissionDenied,
 )
-from agents.models import Agent, ApiKey, Thread
+from agents.feed_input import (
+    agent_get,
+    command_thread_id,
+    event_agents,
+    event_thread,
+    feed_snapshot,
+    header_key,
+    required_str,
+    str_list,
+    thread_get,
+)
+from agents.jsonbody import json_parse
+from agents.models import ApiKey
 
 log = logging.getLogger("gaia.feed")
 
@@ -69,105 +78,22 @@ log = logging.getLogger("gaia.feed")
 # thousands digit mirrors the HTTP status).
 CLOSE_UNAUTHENTICATED = 4001
 CLOSE_FORBIDDEN = 4003
+# RFC 6455 1013 "Try Again Later": the feed cannot reach its channel layer (Redis) now.
+CLOSE_TRY_AGAIN = 1013
+LAYER_DOWN = "the live feed's channel layer (Redis) cannot be reached; reconnect shortly"
 
 COMMANDS = ("auth", "subscribe", "inject", "kill", "pause", "resume", "approve", "deny")
 
 _WITH_SEQ = '{},"seq":{}}}'.format  # an open JSON text (fanout.open_text) and its seq
 
 
-class PingConsumer(AsyncJsonWebsocketConsumer):
-    async def connect(self) -> None:
-        await self.accept()
-        await self.send_json({"event": "connected"})
-
-    async def receive_json(self, content: Any, **kwargs: Any) -> None:
-        # Round-trip through the channel layer so a broken layer shows here.
-        await self.channel_layer.send(self.channel_name, {"type": "agents.pong", "echo": content})
-
-    async def agents_pong(self, message: dict[str, Any]) -> None:
-        await self.send_json({"event": "pong", "echo": message["echo"]})
-
-
-def feed_snapshot() -> dict[str, Any]:
-    """What a new feed socket is told first (``connected``)."""
-    return {
-        "organism": selectors.organism_info(),
-        "agents": selectors.agent_list_public(),
-        "threads": selectors.thread_list_active(),
-    }
-
-
-def _header_key(scope: dict[str, Any]) -> str | None:
-    headers = dict(scope.get("headers") or [])
-    auth = headers.get(b"authorization", b"").decode("latin1").strip()
-    if auth[:7].lower() == "bearer ":
-        return auth[7:].strip() or None
-    return headers.get(b"x-api-key", b"").decode("latin1").strip() or None
-
-
-def _event_thread(event: dict[str, Any]) -> str | None:
-    if "thread_id" in event:
-        return event["thread_id"]
-    if "thread" in event:
-        return event["thread"].get("id")
-    if "message" in event:
-        return event["message"].get("thread_id")
-    return None
-
-
-def _event_agents(event: dict[str, Any]) -> tuple[str, ...]:
-    if "agent" in event:
-        return (event["agent"],)
-    if "thread" in event:
-        return (event["thread"].get("agent"),)
-    if "message" in event:  # an agent's reply comes from it, anything else goes to it
-        return (event["message"].get("from"), event["message"].get("to"))
-    return ()
-
-
-def _str_list(content: dict[str, Any], name: str) -> frozenset[str]:
-    value = content.get(name) or []
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise InvalidRequest(f"'{name}' must be a list of strings.", param=name)
-    return frozenset(value)
-
-
-def _required_str(content: dict[str, Any], name: str) -> str:
-    value = content.get(name)
-    if not isinstance(value, str) or not value.strip():
-        raise InvalidRequest(f"'{name}' is required (a non-empty string).", param=name)
-    return value.strip()
-
-
-def _thread_id(content: dict[str, Any], *, required: bool) -> str | None:
-    if not required and content.get("thread_id") is None:
-        return None
-    raw = _required_str(content, "thread_id")
-    try:
-        return str(uuid.UUID(raw))
-    except ValueError:
-        raise NotFound(f"No thread with id '{raw}'.", param="thread_id",
-                       code="thread_not_found") from None
-
-
-def _agent_get(slug: str) -> Agent:
-    agent = Agent.objects.select_related("provider").filter(slug=slug).first()
-    if agent is None:
-        raise AgentNotFound(f"No agent '{slug}'.", param="agent", code="agent_not_found")
-    return agent
-
-
-def _thread_get(thread_id: str) -> Thread:
-    thread = Thread.objects.filter(pk=thread_id).first()
-    if thread is None:
-        raise NotFound(f"No thread with id '{thread_id}'.", param="thread_id",
-                       code="thread_not_found")
-    return thread
-
-
 class FeedConsumer(AsyncJsonWebsocketConsumer):
     """The operator feed at ``/ws`` (see the module docstring for the protocol)."""
 
+    # No channel of its own: every event comes through this process's fan-out
+    # (agents.fanout), so a socket reads nothing from Redis itself (an unconfigured alias:
+    # Channels then opens no channel).
+    channel_layer_alias = "gaia-feed-has-no-channel"
     queue_max: int | None = None  # None: settings.GAIA_FEED_QUEUE_MAX
     auth_seconds: float | None = None  # None: settings.GAIA_FEED_AUTH_SECONDS
 
@@ -190,6 +116,8 @@ class FeedConsumer(AsyncJsonWebsocketConsumer):
         self._joined = False
         self._sender: asyncio.Task[None] | None = None
         self._auth_timer: asyncio.Task[None] | None = None
+        self._expiry: asyncio.TimerHandle | None = None
+        self._rechecks: set[asyncio.Task[None]] = set()
         self.batch = False  # /ws?batch=1: every message is a JSON array of events
         self._max = 0  # queued events at most (set on connect)
 
@@ -211,7 +139,7 @@ class FeedConsumer(AsyncJsonWebsocketConsumer):
         query = parse_qs(self.scope.get("query_string", b"").decode("latin1"))
         self.batch = query.get("batch", [""])[-1] in ("1", "true")
         await self.accept()
-        raw = _header_key(self.scope)
+        raw = header_key(self.scope)
         if raw is not None:
             await self._authenticate_key(raw)
             return
@@ -255,8 +183,18 @@ class FeedConsumer(AsyncJsonWebsocketConsumer):
         self.authenticated = True
         if self._auth_timer is not None:
             self._auth_timer.cancel()
-        await fanout.feed_join(self._feed_batch, paced=self.batch)
+        try:
+            async with asyncio.timeout(settings.GAIA_FEED_JOIN_SECONDS):
+                await fanout.feed_join(self._feed_batch, paced=self.batch)
+        except TimeoutError:  # the listener cannot join its group: Redis is away
+            fanout.feed_leave(self._feed_batch)
+            await self._refuse(CLOSE_TRY_AGAIN, LAYER_DOWN)
+            return
         self._joined = True
+        realtime.on_layer_lost(realtime.FEED_GROUP, self._layer_lost)
+        if self.api_key is not None:
+            fanout.feed_on_config_changed(self._key_recheck_soon)
+            self._expiry_arm()
         snapshot = await run_db(feed_snapshot)
         self._out.appendleft(fanout.open_text({"event": "connected",
                                                  "timestamp": realtime.now_iso(), **snapshot}))
@@ -266,11 +204,59 @@ class FeedConsumer(AsyncJsonWebsocketConsumer):
 
     async def disconnect(self, code: int) -> None:
         self.closed = True
-        for task in (self._auth_timer, self._sender):
+        for task in (self._auth_timer, self._sender, *self._rechecks):
             if task is not None:
                 task.cancel()
+        if self._expiry is not None:
+            self._expiry.cancel()
         if self._joined:
             fanout.feed_leave(self._feed_batch)
+            fanout.feed_off_config_changed(self._key_recheck_soon)
+            realtime.off_layer_lost(realtime.FEED_GROUP, self._layer_lost)
+
+    def _layer_lost(self) -> None:
+        """Redis went away under an open socket: its events stopped. Close it (1013) so the
+        client reconnects, and resyncs, once the feed is back."""
+        if not self.closed:
+            task = asyncio.get_running_loop().create_task(
+                self._refuse(CLOSE_TRY_AGAIN, LAYER_DOWN))
+            self._rechecks.add(task)
+            task.add_done_callback(self._rechecks.discard)
+
+    # -- the key stays valid while the socket is open ---------------------------------------
+
+    def _expiry_arm(self) -> None:
+        """Close the socket when the key expires (4001), as a new request would be refused."""
+        if self._expiry is not None:
+            self._expiry.cancel()
+            self._expiry = None
+        expires_at = self.api_key.expires_at if self.api_key is not None else None
+        if expires_at is not None:
+            wait = max(0.0, (expires_at - timezone.now()).total_seconds())
+            self._expiry = asyncio.get_running_loop().call_later(
+                wait, lambda: self._key_recheck_soon())
+
+    def _key_recheck_soon(self) -> None:
+        """The configuration changed (a key revoked, its scopes or agents edited): read the
+        key again, off the loop."""
+        if self.closed or self.api_key is None:
+            return
+        task = asyncio.get_running_loop().create_task(self._key_recheck())
+        self._rechecks.add(task)
+        task.add_done_callback(self._rechecks.discard)
+
+    async def _key_recheck(self) -> None:
+        assert self.api_key is not None
+        try:
+            self.api_key = await run_db(services.api_key_recheck, key=self.api_key,
+                                        scope=ApiKey.Scope.OPERATOR)
+        except AuthenticationFailed as exc:
+            await self._refuse(CLOSE_UNAUTHENTICATED, exc.message)
+            return
+        except PermissionDenied:
+            await self._refuse(CLOSE_FORBIDDEN, "the key lacks the 'operator' scope")
+            return
+        self._expiry_arm()
 
     # -- outgoing ----------------------------------------------------------------------------
 
@@ -392,11 +378,11 @@ class FeedConsumer(AsyncJsonWebsocketConsumer):
         if self.events and event["event"] not in self.events:
             return False
         if self.threads:
-            thread = _event_thread(event)
+            thread = event_thread(event)
             if thread is not None and thread not in self.threads:
                 return False
         if self.agents:
-            agents = _event_agents(event)
+            agents = event_agents(event)
             if agents and not self.agents.intersection(agents):
                 return False
         return True
@@ -407,16 +393,20 @@ class FeedConsumer(AsyncJsonWebsocketConsumer):
                       **kwargs: Any) -> None:
         if self.closed:
             return
+        # The rule every JSON input follows (agents.jsonbody), before anything reads it: too
+        # deep, a NUL or a lone surrogate is refused here, authenticated or not.
+        problem: InvalidRequest | None = None
         try:
-            content = json.loads(text_data) if text_data is not None else None
-        except ValueError:
-            content = None
+            content = (json_parse(text_data, what="the command") if text_data is not None
+                       else None)  # commands are text frames
+        except InvalidRequest as exc:
+            content, problem = None, exc
         if not isinstance(content, dict):
             if not self.authenticated:
                 await self._refuse(CLOSE_UNAUTHENTICATED, "first message must be auth")
                 return
-            self._error(None, InvalidRequest("Commands are JSON objects with a 'cmd'.",
-                                             code="invalid_json"))
+            self._error(None, problem or InvalidRequest(
+                "Commands are JSON objects with a 'cmd'.", code="invalid_json"))
             return
         await self.receive_json(content)
 
@@ -435,6 +425,9 @@ class FeedConsumer(AsyncJsonWebsocketConsumer):
                 code="unknown_command"))
             return
         try:
+            if self.api_key is not None and self.api_key.requests_per_minute:
+                # a command counts against the key's budget as a REST request does
+                await run_db(services.api_key_throttle, key=self.api_key)
             result = await getattr(self, f"cmd_{cmd}")(content)
         except GaiaError as exc:
             self._error(cmd_id, exc)
@@ -445,19 +438,17 @@ class FeedConsumer(AsyncJsonWebsocketConsumer):
             return
         self._reply(content, **result)
 
-    def actor(self) -> services.Actor:
-        """Who this socket's commands are from, for the audit trail."""
-        client = self.scope.get("client") or (None,)
+    def actor(self) -> services.Actor:  # who this socket's commands are from (audit trail)
         return services.audit_actor(user=self.scope.get("user"), api_key=self.api_key,
-                                    channel="ws", ip=client[0])
+                                    channel="ws", ip=(self.scope.get("client") or (None,))[0])
 
     async def cmd_auth(self, content: dict[str, Any]) -> dict[str, Any]:
         return {}  # already authenticated
 
     async def cmd_subscribe(self, content: dict[str, Any]) -> dict[str, Any]:
-        threads = _str_list(content, "threads")
-        agents = _str_list(content, "agents")
-        events = _str_list(content, "events")
+        threads = str_list(content, "threads")
+        agents = str_list(content, "agents")
+        events = str_list(content, "events")
         unknown = sorted(events - set(realtime.EVENT_FIELDS))
         if unknown:
             raise InvalidRequest(f"Unknown event types: {', '.join(unknown)}.", param="events",
@@ -467,19 +458,21 @@ class FeedConsumer(AsyncJsonWebsocketConsumer):
 
     async def cmd_inject(self, content: dict[str, Any]) -> dict[str, Any]:
         injected = await turns.inject(
-            to=_required_str(content, "to"), payload=content.get("payload"),
-            thread_id=_thread_id(content, required=False), api_key=self.api_key,
+            to=required_str(content, "to"), payload=content.get("payload"),
+            thread_id=command_thread_id(content, required=False), api_key=self.api_key,
             operator=self.user_label)
         return {"thread_id": injected.thread_id, "message_id": injected.message_id}
 
     async def cmd_kill(self, content: dict[str, Any]) -> dict[str, Any]:
-        thread = await run_db(_thread_get, _thread_id(content, required=True))
-        running = await run_db(services.thread_kill, thread=thread, actor=self.actor())
+        thread = await run_db(thread_get, command_thread_id(content, required=True))
+        running = await run_db(services.thread_kill, thread=thread,
+                               api_key=self.api_key, actor=self.actor())
         return {"thread_id": str(thread.pk), "running": running}
 
     async def _set_paused(self, content: dict[str, Any], paused: bool) -> dict[str, Any]:
-        agent = await run_db(_agent_get, _required_str(content, "agent"))
-        await run_db(services.agent_set_paused, agent=agent, paused=paused, actor=self.actor())
+        agent = await run_db(agent_get, required_str(content, "agent"))
+        await run_db(services.agent_set_paused, agent=agent, paused=paused,
+                     api_key=self.api_key, actor=self.actor())
         return {"agent": agent.slug, "paused": paused}
 
     async def cmd_pause(self, content: dict[str, Any]) -> dict[str, Any]:
@@ -493,7 +486,7 @@ class FeedConsumer(AsyncJsonWebsocketConsumer):
         if not isinstance(reason, str):
             raise InvalidRequest("'reason' is a string.", param="reason")
         approval = await run_db(
-            services.approval_decide, approval_id=_required_str(content, "approval_id"),
+            services.approval_decide, approval_id=required_str(content, "approval_id"),
             decision=decision, reason=reason, api_key=self.api_key,
             decided_by=services.approval_decider(api_key=self.api_key, username=self.user_label),
             actor=self.actor())

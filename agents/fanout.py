@@ -139,6 +139,58 @@ class _Fanout:
 
 
 _fanouts: dict[asyncio.AbstractEventLoop, _Fanout] = {}
+# Callbacks told (on their loop) when a ``config_changed`` event reaches this process: a feed
+# socket authenticated by a key reads its key again (revoked, expired, scopes changed).
+_config_watchers: dict[asyncio.AbstractEventLoop, list[Callable[[], None]]] = {}
+
+
+_config_pollers: dict[asyncio.AbstractEventLoop, asyncio.Task[None]] = {}
+
+
+def feed_on_config_changed(callback: Callable[[], None]) -> None:
+    """Call ``callback`` (on this loop, inline: it must not block) whenever the feed carries
+    a ``config_changed`` event, looked for once per process, not once per socket; and when
+    the configuration stamp, read every ``GAIA_FEED_KEY_CHECK_SECONDS`` by one task per loop
+    while there are callbacks, has changed (the event does not cross processes without
+    Redis, and one can be lost)."""
+    loop = asyncio.get_running_loop()
+    _config_watchers.setdefault(loop, []).append(callback)
+    poller = _config_pollers.get(loop)
+    if poller is None or poller.done():
+        _config_pollers[loop] = loop.create_task(_config_poll(loop), name="gaia-config-poll")
+
+
+def _config_notify(loop: asyncio.AbstractEventLoop) -> None:
+    for watcher in list(_config_watchers.get(loop) or ()):
+        try:
+            watcher()
+        except Exception:
+            log.exception("config watcher failed")
+
+
+async def _config_poll(loop: asyncio.AbstractEventLoop) -> None:
+    from django.conf import settings
+
+    from agents import selectors
+    from agents.database import run_db
+
+    seen: Any = ...
+    while _config_watchers.get(loop):
+        try:
+            version = await run_db(selectors.config_version)
+        except Exception:  # the database is away: try again next time
+            log.debug("config stamp unreadable", exc_info=True)
+        else:
+            if seen is not ... and version != seen:
+                _config_notify(loop)
+            seen = version
+        await asyncio.sleep(settings.GAIA_FEED_KEY_CHECK_SECONDS)
+    _config_pollers.pop(loop, None)
+
+
+def feed_off_config_changed(callback: Callable[[], None]) -> None:
+    with contextlib.suppress(ValueError, KeyError):
+        _config_watchers[asyncio.get_running_loop()].remove(callback)
 
 
 async def feed_join(subscriber: FeedSubscriber, *, paced: bool = False) -> None:
@@ -181,6 +233,8 @@ async def _handle_feed(message: dict[str, Any]) -> None:
     if not (fanout.immediate or fanout.paced):
         return
     events = message["events"]
+    if _config_watchers.get(loop) and any(e.get("event") == "config_changed" for e in events):
+        _config_notify(loop)
     texts = [open_text(event) for event in events]
     if fanout.immediate:
         _call_each(fanout.immediate, FeedBatch(events, texts))

@@ -93,7 +93,7 @@ def canonical_json(text: str) -> str:
     try:
         return json.dumps(json.loads(text), sort_keys=True, separators=(",", ":"),
                           ensure_ascii=False)
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, RecursionError):  # a model's arguments can be anything
         return text
 
 
@@ -132,7 +132,7 @@ def custom_input(arguments: str) -> str:
     provider that ignored the schema, is taken as the input itself)."""
     try:
         value = json.loads(arguments) if arguments else {}
-    except ValueError:
+    except (ValueError, RecursionError):
         return arguments
     if isinstance(value, dict) and isinstance(value.get(CUSTOM_INPUT), str):
         return value[CUSTOM_INPUT]
@@ -329,13 +329,17 @@ def estimate_tokens(text: str) -> int:
     return max(1, (len(text) + 3) // 4) if text else 0
 
 
+def estimate_message_tokens(m: Message) -> int:
+    total = 4 + estimate_tokens(m.text)
+    for c in m.tool_calls:
+        total += estimate_tokens(c.name) + estimate_tokens(c.arguments)
+    return total + sum(85 for p in m.parts if isinstance(p, ImagePart))
+
+
 def estimate_request_tokens(request: LLMRequest) -> int:
     total = estimate_tokens(request.system)
     for m in request.messages:
-        total += 4 + estimate_tokens(m.text)
-        for c in m.tool_calls:
-            total += estimate_tokens(c.name) + estimate_tokens(c.arguments)
-        total += sum(85 for p in m.parts if isinstance(p, ImagePart))
+        total += estimate_message_tokens(m)
     for t in request.tools:
         total += estimate_tokens(t.name + t.description + str(t.parameters))
     return total

@@ -292,6 +292,25 @@ _listeners: dict[tuple[asyncio.AbstractEventLoop, str], asyncio.Task[None]] = {}
 _handlers: dict[tuple[asyncio.AbstractEventLoop, str], Handler] = {}
 _listening: dict[tuple[asyncio.AbstractEventLoop, str], asyncio.Event] = {}
 _channels: dict[tuple[asyncio.AbstractEventLoop, str], str] = {}  # each listener's channel
+# Told (on the listener's loop) when a group's listener loses the channel layer.
+_lost: dict[tuple[asyncio.AbstractEventLoop, str], list[Callable[[], None]]] = {}
+
+
+def on_layer_lost(group: str, callback: Callable[[], None]) -> None:
+    """Call ``callback`` (on this loop, inline) if this loop's listener of ``group`` loses
+    the channel layer (Redis went away): what it passed on has stopped until it rejoins."""
+    _lost.setdefault((asyncio.get_running_loop(), group), []).append(callback)
+
+
+def off_layer_lost(group: str, callback: Callable[[], None]) -> None:
+    with contextlib.suppress(ValueError, KeyError):
+        _lost[(asyncio.get_running_loop(), group)].remove(callback)
+
+
+def listening(group: str) -> bool:
+    """Whether this loop's listener of ``group`` is in its group now."""
+    ready = _listening.get((asyncio.get_running_loop(), group))
+    return ready is not None and ready.is_set()
 
 
 async def listen(group: str, handle: Handler) -> None:
@@ -345,8 +364,10 @@ async def _group_listen(group: str, handle: Handler) -> None:
     from channels.layers import get_channel_layer
 
     layer = get_channel_layer()
-    ready = _listening[(asyncio.get_running_loop(), group)]
+    loop = asyncio.get_running_loop()
+    ready = _listening[(loop, group)]
     delay = 0.1
+    failures = 0
     while True:
         channel = None
         try:
@@ -354,7 +375,9 @@ async def _group_listen(group: str, handle: Handler) -> None:
             await layer.group_add(group, channel)
             _channels[(asyncio.get_running_loop(), group)] = channel
             ready.set()
-            delay = 0.1
+            if failures:
+                log.warning("listener of %s rejoined its channel layer", group)
+            delay, failures = 0.1, 0
             while True:
                 try:
                     # Group membership expires (a day, in both layers): renew it hourly.
@@ -379,8 +402,19 @@ async def _group_listen(group: str, handle: Handler) -> None:
                 # ConnectionError instead of CancelledError. Retrying would swallow the
                 # cancellation and hang the loop's shutdown.
                 raise
-            log.warning("listener of %s lost its channel layer; rejoining", group,
-                        exc_info=True)
+            # One traceback when the layer goes, then a line per try (it was two tracebacks
+            # every 2.5 s for as long as Redis was down).
+            log.warning("listener of %s lost its channel layer; rejoining (try %d)", group,
+                        failures + 1, exc_info=not failures)
+            failures += 1
+            was_ready = ready.is_set()
+            ready.clear()  # new feed sockets wait (and are told), not joined to nothing
+            if was_ready:
+                for callback in list(_lost.get((loop, group)) or ()):
+                    try:
+                        callback()
+                    except Exception:
+                        log.exception("layer-lost callback failed")
             await asyncio.sleep(delay)
             delay = min(delay * 2, 5.0)
 

@@ -33,6 +33,7 @@ from agents.authentication import (
     StaffSessionAuthentication,
 )
 from agents.exceptions import GaiaError, PayloadTooLarge
+from agents.jsonbody import printable
 from agents.schema import ApiAutoSchema
 
 log = logging.getLogger("gaia.api")
@@ -66,7 +67,8 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
             f"The request body is larger than {settings.GAIA_MAX_BODY_BYTES} bytes.")
     if isinstance(exc, GaiaError):
         code = exc.code or ("invalid" if exc.status == 400 else exc.kind)
-        response = Response({"detail": exc.message, "code": code, "param": exc.param},
+        response = Response({"detail": printable(exc.message), "code": code,
+                             "param": printable(exc.param) if exc.param else exc.param},
                             status=exc.status)
         if exc.retry_after is not None:
             response["Retry-After"] = str(exc.retry_after)

@@ -42,11 +42,18 @@ def staff_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpRespo
 
 
 class StaffAuthenticationForm(AuthenticationForm):
+    """One answer for every refusal (a wrong password, an unknown user, an inactive or a
+    non-staff account): a message only a right password gets would confirm the credential."""
+
+    error_messages = {
+        **AuthenticationForm.error_messages,
+        "invalid_login": "Please enter the username and password of a staff account (this "
+                         "page is for staff accounts only).",
+    }
+
     def confirm_login_allowed(self, user: Any) -> None:
-        super().confirm_login_allowed(user)
-        if not user.is_staff:
-            raise forms.ValidationError("This page is for staff accounts only.",
-                                        code="not_staff")
+        if not user.is_active or not user.is_staff:
+            raise self.get_invalid_login_error()
 
 
 class LoginView(auth_views.LoginView):
@@ -149,6 +156,9 @@ def thread_list(request: HttpRequest) -> HttpResponse:
     })
 
 
+THREAD_PAGE_MESSAGES = 100  # the thread page shows this many, with a link to earlier ones
+
+
 @staff_required
 def thread_detail(request: HttpRequest, thread_id: str) -> HttpResponse:
     try:
@@ -164,7 +174,13 @@ def thread_detail(request: HttpRequest, thread_id: str) -> HttpResponse:
     # call is not in the thread stands alone. static/gaia/ui.js pairs them alike.
     messages: list[dict[str, Any]] = []
     calls: dict[str, dict[str, Any]] = {}
-    for row in selectors.message_list(thread_id=thread.pk, newest_first=False):
+    try:
+        before = int(request.GET["before"]) if request.GET.get("before") else None
+    except ValueError:
+        before = None
+    rows, older = selectors.thread_messages_page(thread_id=thread.pk, before=before,
+                                                 limit=THREAD_PAGE_MESSAGES)
+    for row in rows:
         m = selectors.message_public_row(row)
         payload = m["payload"]
         m["calls"] = [{**c, "origin": payload.get("origin"), "result": None,
@@ -181,7 +197,8 @@ def thread_detail(request: HttpRequest, thread_id: str) -> HttpResponse:
         messages.append(m)
     shown["messages"] = messages
     return render(request, "ui/thread.html", {"page": "thread", "thread": shown,
-                                              "approvals": approvals})
+                                              "approvals": approvals, "older": older,
+                                              "before": before})
 
 
 def _thread_row(thread: Thread) -> dict[str, Any]:

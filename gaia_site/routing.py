@@ -2,7 +2,8 @@
 
 from django.urls import path
 
-from agents.consumers import FeedConsumer, PingConsumer
+from agents.consumers import FeedConsumer
+from agents.ping import PingConsumer
 
 websocket_urlpatterns = [
     path("ws", FeedConsumer.as_asgi()),

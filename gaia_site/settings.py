@@ -229,7 +229,7 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     # The operator API (agents/apis.py) speaks JSON only: no browsable HTML, no form posts.
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["agents.parsers.JsonParser"],
     "EXCEPTION_HANDLER": "agents.rest.api_exception_handler",
 }
 SPECTACULAR_SETTINGS = {
@@ -280,6 +280,12 @@ GAIA_BENCH_MAX_ATTEMPTS = env.int("GAIA_BENCH_MAX_ATTEMPTS", default=2)
 # without a key or session may take to send its {"cmd": "auth"} message.
 GAIA_FEED_QUEUE_MAX = env.int("GAIA_FEED_QUEUE_MAX", default=1000)
 GAIA_FEED_AUTH_SECONDS = env.float("GAIA_FEED_AUTH_SECONDS", default=5.0)
+# How often a process with key-authenticated feed sockets reads the configuration stamp (one
+# query): a key revoked or expired meanwhile closes its sockets (4001) within this, even when
+# the config_changed event cannot reach the process (no Redis).
+GAIA_FEED_KEY_CHECK_SECONDS = env.float("GAIA_FEED_KEY_CHECK_SECONDS", default=2.0)
+# How long a new feed socket waits for the channel layer (Redis) before it is closed with 1013.
+GAIA_FEED_JOIN_SECONDS = env.float("GAIA_FEED_JOIN_SECONDS", default=5.0)
 # Messages per second a server process sends its /ws?batch=1 sockets in all: each gets one per
 # 0.1 s up to GAIA_FEED_BATCH_RATE / 10 sockets, then less often (100 sockets at 250: one every
 # 0.4 s), so that however many dashboards watch, the feed's cost to /v1 stays bounded.

@@ -153,7 +153,13 @@ class MessageOutput(serializers.Serializer):
 
 
 class ThreadDetailOutput(ThreadOutput):
-    messages = MessageOutput(many=True)
+    messages = MessageOutput(many=True, help_text="The latest `limit` messages (before the "
+                             "cursor `before`, if given), in conversation order.")
+    messages_before = serializers.IntegerField(
+        allow_null=True, help_text="The cursor to the messages before these: pass it as "
+        "`before` (null: these are the first).")
+    messages_older = serializers.CharField(
+        allow_null=True, help_text="The URL of the page before this one (null: none).")
 
 
 def _paginated(item: type[serializers.Serializer], name: str) -> Any:
@@ -236,16 +242,31 @@ class ThreadListApi(OperatorApi):
 
 
 class ThreadDetailApi(OperatorApi):
+    """A thread with a page of its messages: the latest ``limit`` (default 50, at most 200),
+    and a cursor (``messages_before``, ``messages_older``) to the ones before them, page by
+    page back to the first; ``…/messages`` lists them all in order."""
+
+    class FilterSerializer(serializers.Serializer):
+        limit = serializers.IntegerField(required=False, min_value=1, max_value=200)
+        before = serializers.IntegerField(required=False, min_value=1, help_text="A cursor "
+                                          "(`messages_before` of the page after).")
+
     OutputSerializer = ThreadDetailOutput
 
-    @extend_schema(responses=ThreadDetailOutput, summary="A thread with its messages")
+    @extend_schema(parameters=[FilterSerializer], responses=ThreadDetailOutput,
+                   summary="A thread with its latest messages")
     def get(self, request: Request, thread_id: str) -> Response:
+        f = self.filters(self.FilterSerializer)
         thread = selectors.thread_get(thread_id=thread_id)
         note(request, agent=thread.agent.slug, thread=str(thread.pk))
+        limit = f.get("limit", 50)
+        rows, older = selectors.thread_messages_page(thread_id=thread.pk,
+                                                     before=f.get("before"), limit=limit)
         out = selectors.thread_public_row(thread)
-        out["messages"] = [selectors.message_public_row(m)
-                           for m in selectors.message_list(thread_id=thread.pk,
-                                                           newest_first=False)]
+        out["messages"] = [selectors.message_public_row(m) for m in rows]
+        out["messages_before"] = older
+        out["messages_older"] = None if older is None else request.build_absolute_uri(
+            f"{request.path}?limit={limit}&before={older}")
         return Response(self.OutputSerializer(out).data)
 
 
@@ -346,8 +367,9 @@ class ThreadKillApi(OperatorApi):
     def post(self, request: Request, thread_id: str) -> Response:
         thread = selectors.thread_get(thread_id=thread_id)
         note(request, agent=thread.agent.slug, thread=str(thread.pk))
-        running = services.thread_kill(thread=thread,
-                                       actor=services.audit_actor_of_request(request))
+        running = services.thread_kill(
+            thread=thread, api_key=request.auth if isinstance(request.auth, ApiKey) else None,
+            actor=services.audit_actor_of_request(request))
         out = {"thread_id": str(thread.pk), "status": thread.status, "was_running": running}
         return Response(self.OutputSerializer(out).data, status=status.HTTP_202_ACCEPTED)
 
@@ -363,8 +385,10 @@ class AgentPauseApi(OperatorApi):
     def post(self, request: Request, slug: str) -> Response:
         agent = selectors.agent_get(slug=slug)
         note(request, agent=agent.slug)
-        services.agent_set_paused(agent=agent, paused=self.paused,
-                                  actor=services.audit_actor_of_request(request))
+        services.agent_set_paused(
+            agent=agent, paused=self.paused,
+            api_key=request.auth if isinstance(request.auth, ApiKey) else None,
+            actor=services.audit_actor_of_request(request))
         return Response(self.OutputSerializer(selectors.agent_public_get(slug=slug)).data)
 
 

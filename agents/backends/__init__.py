@@ -7,14 +7,16 @@ A provider edited in the admin gets a fresh backend on the next request (the cac
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import importlib
 import logging
 import os
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
+from agents.backends.upstream import Redactor
 from agents.exceptions import BackendError, BackendOverloaded, GaiaError
-from agents.llm import Backend, Event, LLMRequest, Usage
+from agents.llm import Backend, Event, LLMRequest, ReasoningDelta, TextDelta, ToolCallDelta, Usage
 
 log = logging.getLogger("gaia.backends")
 
@@ -54,6 +56,14 @@ def provider_headers(options: dict[str, Any]) -> dict[str, str]:
             value = os.environ.get(value[len(ENV_PREFIX):], "")
         out[str(name)] = value
     return out
+
+
+def provider_secrets(provider: Provider) -> list[str]:
+    """Every secret value a request to ``provider`` carries: its credential and each
+    ``extra_headers`` value (as sent), what :class:`~agents.backends.upstream.Redactor`
+    takes out of whatever the provider answers."""
+    return [provider_credential(provider),
+            *provider_headers(dict(provider.options or {})).values()]
 
 
 def provider_credential(provider: Provider) -> str:
@@ -133,6 +143,7 @@ async def backend_stream(
         ) from None
     stream = backend.stream(request, on_sent=on_sent)
     gaps: _GapWatch | None = None
+    redactor = Redactor(provider_secrets(provider))
     try:
         async with asyncio.timeout(None) as deadline:
             gaps = _GapWatch(deadline, timeout)
@@ -141,8 +152,17 @@ async def backend_stream(
                 try:
                     event = await anext(stream)
                 except StopAsyncIteration:
+                    for kind, text in redactor.flush():
+                        yield kind(text)
                     return
-                except (GaiaError, TimeoutError, asyncio.CancelledError):
+                except GaiaError as exc:
+                    if redactor:
+                        for kind, text in redactor.flush():
+                            yield kind(text)
+                        exc.message = redactor.text(exc.message)
+                        exc.args = (exc.message,)
+                    raise
+                except (TimeoutError, asyncio.CancelledError):
                     raise
                 except Exception as exc:
                     # A reply of a shape no backend expected (a choice that is a string,
@@ -156,6 +176,17 @@ async def backend_stream(
                 gaps.waiting = False
                 if isinstance(event, Usage):
                     event = usage_clamped(event)
+                elif redactor:
+                    if isinstance(event, TextDelta | ReasoningDelta):
+                        text = redactor.feed(type(event), event.text)
+                        if text:
+                            yield type(event)(text)
+                        continue
+                    for kind, text in redactor.flush():
+                        yield kind(text)
+                    if isinstance(event, ToolCallDelta) and event.arguments:
+                        event = dataclasses.replace(
+                            event, arguments=redactor.text(event.arguments))
                 yield event
     except TimeoutError:
         raise BackendTimeout(

@@ -71,7 +71,7 @@ def _image_block(p: ImagePart) -> dict[str, Any]:
 def _arguments(text: str) -> Any:
     try:
         value = json.loads(text) if text else {}
-    except ValueError:
+    except (ValueError, RecursionError):
         return {"arguments": text}
     return value if isinstance(value, dict) else {"value": value}
 

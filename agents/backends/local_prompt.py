@@ -31,7 +31,7 @@ def chat_message(m: Message) -> dict[str, str]:
 def _call_json(name: str, arguments: str) -> str:
     try:
         args = json.loads(arguments) if arguments else {}
-    except ValueError:
+    except (ValueError, RecursionError):
         args = {}
     return json.dumps({"name": name, "arguments": args}, ensure_ascii=False)
 

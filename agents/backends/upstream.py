@@ -71,6 +71,68 @@ def scrub(text: str, credential: str) -> str:
     return text.replace(credential, "***") if credential and len(credential) >= 4 else text
 
 
+REDACTED = "[redacted]"
+# Shorter values ("gaia", "2024-06") are no credential, and redacting them would mangle text.
+SECRET_MIN_CHARS = 8
+
+
+class Redactor:
+    """Every configured secret value of one upstream (a provider's API key and each
+    ``extra_headers`` value; an MCP server's ``env`` and header values) taken out of what
+    that upstream says, before Gaia stores or sends it: an upstream that echoes the request
+    (an error quoting its headers) must not hand a credential to the client, the thread, the
+    pages or the feed.
+
+    :meth:`text` redacts a whole text; :meth:`feed` a stream of pieces, holding back a
+    piece's end only while it could be the start of a secret (a secret split across two
+    deltas is still found; ordinary text is not delayed) until :meth:`flush`."""
+
+    __slots__ = ("secrets", "hold", "_pending")
+
+    def __init__(self, secrets: Any) -> None:
+        found = {str(s) for s in secrets if s and len(str(s)) >= SECRET_MIN_CHARS}
+        self.secrets = sorted(found, key=len, reverse=True)  # a longer one first
+        self.hold = max((len(s) for s in self.secrets), default=1) - 1
+        self._pending: dict[Any, str] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self.secrets)
+
+    def text(self, text: str) -> str:
+        for secret in self.secrets:
+            if secret in text:
+                text = text.replace(secret, REDACTED)
+        return text
+
+    def feed(self, kind: Any, piece: str) -> str:
+        """What of the ``kind`` stream (its pieces so far plus ``piece``) can be sent now."""
+        text = self.text(self._pending.pop(kind, "") + piece)
+        keep = self._secret_start(text)
+        if not keep:
+            return text
+        self._pending[kind] = text[-keep:]
+        return text[:-keep]
+
+    def _secret_start(self, text: str) -> int:
+        """How many of ``text``'s last characters could begin a secret (0: none)."""
+        keep = 0
+        start = max(0, len(text) - self.hold)
+        for secret in self.secrets:
+            i = text.find(secret[0], start)
+            while i != -1:
+                if len(text) - i < len(secret) and secret.startswith(text[i:]):
+                    keep = max(keep, len(text) - i)
+                    break
+                i = text.find(secret[0], i + 1)
+        return keep
+
+    def flush(self) -> list[tuple[Any, str]]:
+        """Every held-back tail, as ``(kind, text)``; nothing is held afterwards."""
+        out = [(kind, text) for kind, text in self._pending.items() if text]
+        self._pending.clear()
+        return out
+
+
 def status_error(status: int, *, provider: str, message: str, credential: str = "",
                  headers: httpx.Headers | None = None) -> BackendError:
     """The error for an upstream HTTP error status; never leaks the credential."""

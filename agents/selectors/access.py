@@ -10,6 +10,7 @@ from typing import Any
 from django.db import connection
 
 from agents.database import read_nowait
+from agents.exceptions import PermissionDenied
 from agents.models import Agent, ApiKey
 
 
@@ -110,3 +111,18 @@ def agent_provider_chain_load(agent: Agent) -> list[Any]:
     # and the knowledge bases its turns retrieve from (agents.knowledge)
     agent.knowledge_base_ids = list(agent.knowledge_bases.values_list("pk", flat=True))
     return agent.provider_chain
+
+
+def api_key_agent_check(*, api_key: ApiKey | None, agent: Agent, param: str | None = None
+                        ) -> None:
+    """The "allowed agents" rule, the same for every operator action on every channel
+    (inject, kill, pause, resume, approve, deny; REST and the feed): a key limited to some
+    agents acts only for them (403 ``agent_not_allowed``). A staff session (no key) and a key
+    with no list act for every agent. ``/v1`` applies the same list to its model id
+    (:func:`agents.services.request_authorize`)."""
+    allowed = getattr(api_key, "allowed_agent_ids", None) if api_key is not None else None
+    if allowed is None and api_key is not None:
+        allowed = frozenset(api_key.agents.values_list("pk", flat=True))
+    if allowed and agent.pk not in allowed:
+        raise PermissionDenied(f"This API key may not act for the agent '{agent.slug}'.",
+                               param=param, code="agent_not_allowed")

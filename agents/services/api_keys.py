@@ -117,6 +117,32 @@ class NeedsDatabase(Exception):
     rate-limit counter to bump. Nothing was counted or written."""
 
 
+def _api_key_usable(key: ApiKey, scope: str, now: Any) -> None:
+    """The rules a known key passes on every request, on every channel: not revoked, not
+    expired (401), and holding ``scope`` (403)."""
+    if key.revoked_at is not None:
+        raise AuthenticationFailed("This API key has been revoked.")
+    if key.expires_at is not None and key.expires_at <= now:
+        raise AuthenticationFailed("This API key has expired.")
+    if scope not in (key.scopes or []):
+        # str(): a Scope member's repr is "ApiKey.Scope.CHAT", not what a client sends
+        raise PermissionDenied(
+            f"This API key does not have the '{str(scope)}' scope.", code="insufficient_scope"
+        )
+
+
+def api_key_recheck(*, key: ApiKey, scope: str) -> ApiKey:
+    """``key`` as stored now (with ``allowed_agent_ids``), if it still passes the rules of
+    :func:`api_key_authenticate`: what a long-lived connection (the feed) checks when the
+    configuration changes or the key's expiry comes."""
+    fresh = ApiKey.objects.filter(pk=key.pk).first()
+    if fresh is None:
+        raise AuthenticationFailed("This API key has been deleted.")
+    fresh.allowed_agent_ids = frozenset(fresh.agents.values_list("pk", flat=True))
+    _api_key_usable(fresh, scope, timezone.now())
+    return fresh
+
+
 def api_key_authenticate(
     *, raw: str, scope: str = ApiKey.Scope.CHAT, cache: Any = None, cached_only: bool = False
 ) -> ApiKey:
@@ -136,14 +162,7 @@ def api_key_authenticate(
     if not hmac.compare_digest(key.hashed_secret, digest):
         raise invalid
     now = timezone.now()
-    if key.revoked_at is not None:
-        raise AuthenticationFailed("This API key has been revoked.")
-    if key.expires_at is not None and key.expires_at <= now:
-        raise AuthenticationFailed("This API key has expired.")
-    if scope not in (key.scopes or []):
-        raise PermissionDenied(
-            f"This API key does not have the {scope!r} scope.", code="insufficient_scope"
-        )
+    _api_key_usable(key, scope, now)
     if key.last_used_at is None or now - key.last_used_at > timedelta(seconds=60):
         if cached_only:
             raise NeedsDatabase("last_used_at")

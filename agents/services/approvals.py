@@ -15,7 +15,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from agents import events, realtime, selectors
-from agents.exceptions import Conflict, InvalidRequest, PermissionDenied
+from agents.exceptions import Conflict, InvalidRequest
 from agents.models import Agent, ApiKey, Approval, Thread
 from agents.services.audit import Actor, audit_record
 
@@ -64,10 +64,7 @@ def approval_decide(*, approval_id: Any, decision: str, decided_by: str, reason:
         raise InvalidRequest("'decision' is 'approve' or 'deny'.", param="decision",
                              code="invalid_decision")
     found = selectors.approval_get(approval_id=approval_id)
-    allowed = getattr(api_key, "allowed_agent_ids", None) if api_key is not None else None
-    if allowed and found.agent_id not in allowed:
-        raise PermissionDenied(f"This API key may not act for the agent '{found.agent.slug}'.",
-                               code="agent_not_allowed")
+    selectors.api_key_agent_check(api_key=api_key, agent=found.agent)
     if not Approval.objects.filter(pk=found.pk, status=Approval.Status.PENDING).update(
             status=DECISIONS[decision], decided_by=decided_by[:300], reason=reason[:2000],
             decided_at=timezone.now()):

@@ -5,8 +5,8 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
-from agents import events, realtime
-from agents.models import Agent, Thread
+from agents import events, realtime, selectors
+from agents.models import Agent, ApiKey, Thread
 from agents.services.audit import Actor, audit_record
 from agents.services.config import config_changed
 
@@ -14,9 +14,12 @@ AGENT_PAUSED_RETRY_AFTER = 30  # seconds: what a paused agent's 503 tells client
 
 
 @transaction.atomic
-def agent_set_paused(*, agent: Agent, paused: bool, actor: Actor | None = None) -> Agent:
+def agent_set_paused(*, agent: Agent, paused: bool, api_key: ApiKey | None = None,
+                     actor: Actor | None = None) -> Agent:
     """Pause (new requests get 503 with ``Retry-After``; turns in flight finish) or resume an
-    agent; idempotent. Every process sees it on its next request (configuration stamp)."""
+    agent; idempotent. Every process sees it on its next request (configuration stamp).
+    ``api_key``: the operator's key, if limited to some agents (403 for another agent)."""
+    selectors.api_key_agent_check(api_key=api_key, agent=agent, param="agent")
     now = timezone.now()
     Agent.objects.filter(pk=agent.pk).update(paused=paused, updated_at=now)
     agent.paused, agent.updated_at = paused, now
@@ -35,12 +38,15 @@ def agent_changed_announce(*, agent: Agent, change: str) -> None:
 
 
 @transaction.atomic
-def thread_kill(*, thread: Thread, actor: Actor | None = None) -> bool:
+def thread_kill(*, thread: Thread, api_key: ApiKey | None = None,
+                actor: Actor | None = None) -> bool:
     """Stop the thread's turn wherever it runs and mark the thread ``killed``.
 
     The running turn (if any, in any process) is stopped by a control message; it stores its
     partial reply with finish reason ``killed`` and releases the lease itself. Returns whether
-    a turn held the thread's lease when the kill was sent. Idempotent."""
+    a turn held the thread's lease when the kill was sent. Idempotent. ``api_key``: the
+    operator's key, if limited to some agents (403 for another agent's thread)."""
+    selectors.api_key_agent_check(api_key=api_key, agent=thread.agent, param="thread_id")
     now = timezone.now()
     running = thread.lock_expires_at is not None and thread.lock_expires_at > now
     Thread.objects.filter(pk=thread.pk).update(status=Thread.Status.KILLED, updated_at=now)

@@ -30,7 +30,9 @@ def digest_chain(messages: list[llm.Message], start: str = EMPTY_DIGEST) -> list
     out = [start]
     for m in messages:
         blob = json.dumps(m.fingerprint(), separators=(",", ":"), ensure_ascii=False)
-        out.append(hashlib.sha256((out[-1] + blob).encode()).hexdigest())
+        # surrogatepass: a lone surrogate (a model's tool arguments can hold one) hashes too
+        out.append(hashlib.sha256((out[-1] + blob).encode("utf-8", "surrogatepass"))
+                   .hexdigest())
     return out
 
 

@@ -24,6 +24,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from agents.backends.upstream import Redactor
 from agents.tools.base import ToolResult, text_of
 
 log = logging.getLogger("gaia.mcp")
@@ -76,6 +77,8 @@ class McpConnection:
         self._tools: list[Any] | None = None
         self._used = 0.0  # when a call last succeeded (loop time)
         self.opened = 0  # how many times it was opened (a restart opens it again)
+        # What the server says loses every configured env and header value (its secrets).
+        self.redactor = Redactor([v for _, v in (*config.env, *config.headers)])
 
     @property
     def alive(self) -> bool:
@@ -122,8 +125,9 @@ class McpConnection:
                 raise McpError(f"the MCP server '{self.config.name}' did not start within "
                                f"{CONNECT_SECONDS:g} s") from None
             except Exception as exc:
-                raise McpError(f"the MCP server '{self.config.name}' could not be reached: "
-                               f"{_reason(exc)}") from exc
+                raise McpError(self.redactor.text(
+                    f"the MCP server '{self.config.name}' could not be reached: "
+                    f"{_reason(exc)}")) from exc
             self._tools = None
             self.opened += 1
             return self._client
@@ -173,14 +177,23 @@ class McpConnection:
                 async with asyncio.timeout(self.config.timeout):
                     listed = await client.list_tools()
             except Exception as exc:
-                raise McpError(f"the MCP server '{self.config.name}' did not list its tools: "
-                               f"{_reason(exc)}") from exc
+                raise McpError(self.redactor.text(
+                    f"the MCP server '{self.config.name}' did not list its tools: "
+                    f"{_reason(exc)}")) from exc
             self._tools = list(listed.tools)
         return self._tools
 
     async def call(self, tool: str, arguments: dict[str, Any], *, within: float) -> ToolResult:
         """Call ``tool``; its failure, a timeout or a server that died is an error result.
-        Cancelling the caller cancels the call."""
+        Cancelling the caller cancels the call. The result never quotes the server's
+        configured secrets (:class:`~agents.backends.upstream.Redactor`)."""
+        result = await self._call(tool, arguments, within=within)
+        if self.redactor:
+            result = ToolResult(self.redactor.text(result.text), is_error=result.is_error)
+        return result
+
+    async def _call(self, tool: str, arguments: dict[str, Any], *, within: float
+                    ) -> ToolResult:
         try:
             client = await self._live_client()
             async with asyncio.timeout(within):

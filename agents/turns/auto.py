@@ -144,7 +144,7 @@ def parse_choice(text: str, arguments: str, slugs: list[str]) -> str | None:
     if arguments:
         try:
             value = json.loads(arguments).get("agent")
-        except (ValueError, AttributeError):
+        except (ValueError, AttributeError, RecursionError):
             value = None
         if isinstance(value, str) and value in slugs:
             return value

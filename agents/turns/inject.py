@@ -37,7 +37,6 @@ from agents.exceptions import (
     GaiaError,
     InvalidRequest,
     NotFound,
-    PermissionDenied,
 )
 from agents.models import Agent, ApiKey
 from agents.turns import registry
@@ -86,10 +85,7 @@ def inject_prepare(*, to: str, payload: Any, thread_id: str | None, api_key: Api
         agent = Agent.objects.select_related("provider").filter(slug=to).first()
     if agent is None:
         raise AgentNotFound(f"No agent '{to}'.", param="to", code="agent_not_found")
-    allowed = getattr(api_key, "allowed_agent_ids", None) if api_key is not None else None
-    if allowed and agent.pk not in allowed:
-        raise PermissionDenied(f"This API key may not talk to the agent '{agent.slug}'.",
-                               param="to", code="agent_not_allowed")
+    selectors.api_key_agent_check(api_key=api_key, agent=agent, param="to")
     if not agent.enabled:
         raise InvalidRequest(f"The agent '{agent.slug}' is disabled.", param="to",
                              code="agent_disabled")

@@ -307,7 +307,7 @@ class AgentLoop:
                       activity: llm.ToolActivity) -> ToolResult:
         try:
             args = json.loads(call.text) if call.text.strip() else {}
-        except ValueError:
+        except (ValueError, RecursionError):
             args = None
         if not isinstance(args, dict):
             return ToolResult(f"{spec.name}: the arguments are not a JSON object: "

@@ -15,12 +15,13 @@ from drf_spectacular.utils import (
     inline_serializer,
 )
 from rest_framework import exceptions, serializers
-from rest_framework.parsers import BaseParser, JSONParser
+from rest_framework.parsers import BaseParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from agents.exceptions import NotFound
 from agents.models import Thread
+from agents.parsers import JsonParser
 from agents.rest import StrictSerializer
 from benchmarks import selectors, services
 from benchmarks.apis import BenchmarksApi
@@ -61,7 +62,7 @@ class NdjsonParser(JsonlParser):
 
 
 class SuiteListCreateApi(BenchmarksApi):
-    parser_classes = [JSONParser, JsonlParser, NdjsonParser]
+    parser_classes = [JsonParser, JsonlParser, NdjsonParser]
     schema_errors = (404,)
 
     class FilterSerializer(serializers.Serializer):

@@ -18,6 +18,7 @@ from django.db.models import Max
 
 from agents import selectors as agent_selectors
 from agents.exceptions import InvalidRequest
+from agents.jsonbody import json_parse
 from agents.models import ApiKey, Message
 from benchmarks.models import BenchmarkSuite, SuiteCase
 
@@ -202,9 +203,9 @@ def suite_from_jsonl(*, name: str, body: bytes, description: str = "",
         if not line.strip():
             continue
         try:
-            sample = json.loads(line)
-        except ValueError as exc:
-            raise InvalidRequest(f"line {n}: not JSON ({exc.msg}).", param="body",
+            sample = json_parse(line, what=f"line {n}")  # the rule of every JSON input
+        except InvalidRequest as exc:
+            raise InvalidRequest(f"line {n}: {exc.message}", param="body",
                                  code="invalid_jsonl") from None
         cases.append(_case_from_sample(sample, n))
     with transaction.atomic():

@@ -6,7 +6,6 @@ content as a string, parts or null), strict output.
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from typing import Any, Literal
@@ -22,6 +21,7 @@ from openai_api.dialects.common import (
     function_name,
     image_from_url,
     steps_text,
+    tool_call_arguments,
 )
 from openai_api.errors import openai_error_body
 from openai_api.sse import SSE_DONE, Frames, sse_data
@@ -196,12 +196,8 @@ def parse_request(data: dict[str, Any]) -> tuple[ChatRequestIn, llm.LLMRequest]:
             messages.append(llm.Message("user", _text_and_parts(m.content, where, images=True)))
         elif m.role == "assistant":
             calls = tuple(
-                llm.ToolCall(
-                    c.id or f"call_{i}_{j}",
-                    c.function.name,
-                    c.function.arguments if isinstance(c.function.arguments, str)
-                    else json.dumps(c.function.arguments),
-                )
+                llm.ToolCall(c.id or f"call_{i}_{j}", c.function.name, tool_call_arguments(
+                    c.function.arguments, f"{where}.tool_calls[{j}].function.arguments"))
                 for j, c in enumerate(m.tool_calls or [])
             )
             messages.append(

@@ -14,68 +14,21 @@ from pydantic import BaseModel, ValidationError
 
 from agents import llm
 from agents.exceptions import InvalidRequest
+from agents.jsonbody import MAX_JSON_DEPTH, json_parse, json_text_check, too_deep
 
 _DATA_URI = re.compile(r"^data:(?P<type>[\w.+-]+/[\w.+-]+)?(?P<b64>;base64)?,(?P<data>.*)$", re.S)
 IMAGE_TYPES = {"image/jpeg", "image/png", "image/gif", "image/webp"}
 
 
-# JSON escapes for what no database text column can hold: a NUL (PostgreSQL refuses it) or
-# a UTF-16 surrogate (paired ones json.loads joins into one character; a lone one cannot be
-# encoded at all). Searched for in the raw body, which is cheap; only a body that contains one
-# is walked to find where it is.
-_UNSTORABLE_ESCAPE = re.compile(rb"\\u(?:0000|[dD][89a-fA-F])")
-_UNSTORABLE_CHAR = re.compile("[\x00\ud800-\udfff]")
-
-
 def parse_json(body: bytes) -> dict[str, Any]:
-    """The JSON object in ``body`` or :class:`InvalidRequest` (``invalid_json``): for bad
-    syntax (``NaN`` and ``Infinity`` too), nesting too deep to parse, an integer too long to
-    convert; and text holding a NUL or a lone surrogate (``invalid_value``, naming where)."""
-    try:
-        data = json.loads(body, parse_constant=_not_json)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InvalidRequest(
-            f"We could not parse the JSON body of your request ({exc}).", code="invalid_json"
-        ) from None
-    except RecursionError:
-        raise InvalidRequest("The JSON body of your request is nested too deeply.",
-                             code="invalid_json") from None
-    except ValueError as exc:  # an integer over Python's digit limit
-        raise InvalidRequest(f"We could not parse the JSON body of your request ({exc}).",
-                             code="invalid_json") from None
+    """The JSON object in ``body`` or :class:`InvalidRequest`: the rule every JSON input
+    follows (:func:`agents.jsonbody.json_parse`: ``invalid_json``, or ``invalid_value`` naming
+    where a text holds a NUL or a lone surrogate), at whatever depth the parser reaches (a
+    /v1 body is large: no walk to measure its depth)."""
+    data = json_parse(body, max_depth=None)
     if not isinstance(data, dict):
         raise InvalidRequest("The request body must be a JSON object.", code="invalid_json")
-    if _UNSTORABLE_ESCAPE.search(body):
-        where = _unstorable_text(data, "")
-        if where is not None:
-            raise InvalidRequest(
-                f"Invalid value for '{where or 'body'}': text may not contain NUL characters "
-                "or unpaired UTF-16 surrogates.", param=where or None, code="invalid_value")
     return data
-
-
-def _not_json(name: str) -> Any:
-    """``NaN`` and ``Infinity`` are Python's extensions, not JSON (RFC 8259 section 6)."""
-    raise json.JSONDecodeError(f"{name} is not a JSON value", name, 0)
-
-
-def _unstorable_text(value: Any, where: str) -> str | None:
-    """Where in ``value`` a string holds a NUL or a lone surrogate (``None``: nowhere)."""
-    stack = [(value, where)]
-    while stack:
-        item, at = stack.pop()
-        if isinstance(item, str):
-            if _UNSTORABLE_CHAR.search(item):
-                return at
-        elif isinstance(item, dict):
-            for k, v in item.items():
-                path = f"{at}.{k}" if at else str(k)
-                if _UNSTORABLE_CHAR.search(k):
-                    return path
-                stack.append((v, path))
-        elif isinstance(item, list):
-            stack.extend((v, f"{at}[{i}]") for i, v in enumerate(item))
-    return None
 
 
 def steps_text(result: Any) -> str:
@@ -146,3 +99,16 @@ def image_from_url(url: str, *, param: str) -> llm.ImagePart:
         return llm.ImagePart(url=url)
     raise InvalidRequest("Image URLs must be http(s) URLs or data URIs.", param=param,
                          code="invalid_image")
+
+
+def tool_call_arguments(value: Any, param: str) -> str:
+    """A client's tool call ``arguments`` as text, checked before anything costs: JSON in it
+    must not nest too deeply nor hold a NUL or a lone surrogate (what was stored or hashed of
+    it failed after the upstream had answered)."""
+    if isinstance(value, str):
+        json_text_check(value, param=param)
+        return value
+    if isinstance(value, dict | list) and too_deep(value, MAX_JSON_DEPTH):
+        raise InvalidRequest(f"'{param}' is nested more than {MAX_JSON_DEPTH} levels deep.",
+                             param=param, code="invalid_value")
+    return json.dumps(value)

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agents import llm
 from agents.exceptions import GaiaError, InvalidRequest
+from agents.jsonbody import MAX_JSON_DEPTH, too_deep
 from openai_api.dialects.base import Dialect, Parsed
 from openai_api.dialects.common import (
     IMAGE_TYPES,
@@ -180,7 +181,11 @@ def parse_messages(messages: list[MessageIn]) -> list[llm.Message]:
                 if not isinstance(call_id, str) or not isinstance(name, str):
                     raise InvalidRequest("tool_use blocks need 'id' and 'name'.",
                                          param=f"{here}.id")
-                calls.append(llm.ToolCall(call_id, name, json.dumps(block.get("input") or {})))
+                tool_input = block.get("input") or {}
+                if isinstance(tool_input, dict | list) and too_deep(tool_input, MAX_JSON_DEPTH):
+                    raise InvalidRequest(f"'input' is nested more than {MAX_JSON_DEPTH} levels "
+                                         "deep.", param=f"{here}.input", code="invalid_value")
+                calls.append(llm.ToolCall(call_id, name, json.dumps(tool_input)))
             elif kind == "tool_result" and m.role == "user":
                 results.append(_tool_result(block, here))
             elif kind in ("thinking", "redacted_thinking") and m.role == "assistant":
@@ -276,7 +281,7 @@ def tool_input(arguments: str) -> dict[str, Any]:
     """A tool call's arguments as the ``input`` object; malformed JSON gives ``{}`` (ref 004)."""
     try:
         value = json.loads(arguments) if arguments else {}
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):
         return {}
     return value if isinstance(value, dict) else {}
 

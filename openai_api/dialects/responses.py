@@ -9,7 +9,6 @@ in a ``function`` wrapper), strict output: every object and event validates agai
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from typing import Any
@@ -26,6 +25,7 @@ from openai_api.dialects.common import (
     check_tool_call_id,
     function_name,
     image_from_url,
+    tool_call_arguments,
     validate,
 )
 from openai_api.dialects.responses_output import (
@@ -111,8 +111,8 @@ def _parts(content: Any, where: str, *, images: bool) -> tuple[llm.Part, ...]:
     return tuple(merged)
 
 
-def _arguments(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value)
+def _arguments(value: Any, param: str) -> str:
+    return tool_call_arguments(value, param)
 
 
 def parse_input(items: str | list[dict[str, Any]], answers: list[llm.ApprovalAnswer] | None = None
@@ -153,7 +153,7 @@ def parse_input(items: str | list[dict[str, Any]], answers: list[llm.ApprovalAns
                 raise InvalidRequest("function_call items need 'call_id' and 'name'.",
                                      param=f"{where}.call_id")
             call = llm.ToolCall(call_id, _namespaced(item, name),
-                                _arguments(item.get("arguments", "")))
+                                _arguments(item.get("arguments", ""), f"{where}.arguments"))
             last = messages[-1] if messages else None
             if last is not None and last.role == "assistant":
                 messages[-1] = llm.Message("assistant", last.parts, (*last.tool_calls, call))

@@ -394,3 +394,28 @@ def test_stdio_servers_stop_with_the_server_process(gaia_server_factory: Any, ap
     _wait_for(lambda: not Path(f"/proc/{children[0]}").exists()
               or "Z" in Path(f"/proc/{children[0]}/stat").read_text().split(")")[1][:3],
               "the stdio server to stop", timeout=30)
+
+
+def test_an_mcp_servers_env_and_header_values_never_leave_gaia(
+        gaia_server: Any, api_key: str, make_agent: Any, make_key: Any,
+        everything_bin: Path) -> None:
+    """Issue 26 item 2: a server that prints its environment (``get-env``) is told its
+    configured env values back as ``[redacted]``: not in the tool result, the reply, the
+    stored messages or the API."""
+    secret = "mcp-env-SECRET-cccc3333"
+    McpServer.objects.create(name="ev", command=str(everything_bin), args=["stdio"],
+                             env={"GAIA_TEST_TOKEN": secret}, allowed_tools=["get-env"])
+    make_agent(slug="everything", tools=["mcp:ev"], provider__options={"script": script(
+        ("mcp__ev__get-env", {}))})
+    response = oai(gaia_server, api_key).responses.create(model="everything", input=ASK)
+    call = next(i for i in response.output if i.type == "mcp_call")
+    assert "GAIA_TEST_TOKEN" in call.output  # the server did print its environment
+    assert "[redacted]" in call.output
+    assert secret not in response.model_dump_json()
+    assert not Message.objects.filter(content__contains=secret).exists()
+    thread = Thread.objects.get()
+    _, ops = make_key("ops", scopes=["operator"])
+    shown = httpx.get(f"{gaia_server.url}/api/v1/threads/{thread.pk}", timeout=30,
+                      headers={"Authorization": f"Bearer {ops}"})
+    assert shown.status_code == 200
+    assert secret not in shown.text

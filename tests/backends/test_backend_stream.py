@@ -60,3 +60,19 @@ async def test_a_cancelled_reader_is_cancelled_not_timed_out(new_provider):
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
+
+
+def test_the_redactor_finds_a_secret_split_across_pieces_and_holds_nothing_else() -> None:
+    from agents.backends.upstream import REDACTED, Redactor
+
+    secret = "sk-live-0123456789"
+    redactor = Redactor([secret, "short", ""])
+    assert redactor.secrets == [secret]  # "short" is no credential (SECRET_MIN_CHARS)
+    text = f"a {secret} b {secret[:5]}|{secret[5:]} c {secret[:7]}"
+    for cut in range(1, len(text)):
+        pieces = [text[:cut], text[cut:]]
+        out = [redactor.feed("t", p) for p in pieces] + [t for _, t in redactor.flush()]
+        joined = "".join(out)
+        assert secret not in joined
+        assert joined == f"a {REDACTED} b {secret[:5]}|{secret[5:]} c {secret[:7]}"
+    assert redactor.feed("t", "nothing like it") == "nothing like it"  # not delayed

@@ -220,7 +220,10 @@ async def test_event_loop_stays_responsive_during_generation(provider):
     await tick
     assert len(texts(events)) > 20
     assert len(lags) > 10
-    assert max(lags) < 0.1, f"event loop blocked for {max(lags) * 1000:.0f} ms"
+    # A generous bound (a busy 2-core machine saw 255 ms against the old 100 ms): what this
+    # guards is that generation runs off the loop, where a blocked loop would lag for the
+    # whole generation (seconds).
+    assert max(lags) < 1.0, f"event loop blocked for {max(lags) * 1000:.0f} ms"
 
 
 async def test_concurrent_requests_are_serialised_on_one_model(provider):
@@ -349,6 +352,9 @@ async def test_model_path_option_and_first_load_off_the_event_loop(new_provider,
     done.set()
     await tick
     assert "Paris" in "".join(texts(events))
-    assert max(lags) < 0.1, f"event loop blocked for {max(lags) * 1000:.0f} ms"
+    # A generous bound (a busy 2-core machine saw 255 ms against the old 100 ms): what this
+    # guards is that generation runs off the loop, where a blocked loop would lag for the
+    # whole generation (seconds).
+    assert max(lags) < 1.0, f"event loop blocked for {max(lags) * 1000:.0f} ms"
     assert get_model(copy) is not get_model(model_path)
     assert backend.count_tokens(ask(CAPITAL))[1] is False

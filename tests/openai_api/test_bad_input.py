@@ -200,3 +200,76 @@ async def test_bad_input_never_reaches_the_provider(upstream_agent, api_key, mes
     assert openai_error(await post(CHAT, raw, api_key), 400)["code"] == "invalid_value"
     assert upstream_agent.requests == []
     assert await nothing_stored()
+
+
+CESU = b"\xed\xa0\x80"  # U+D800 written as UTF-8 bytes: CESU-8, no valid UTF-8
+DEEP_ARGS = "[" * 50_000 + "]" * 50_000
+
+
+def _dialect_bodies(content: bytes | None = None, arguments: str | None = None
+                    ) -> list[tuple[str, bytes, dict[str, str]]]:
+    """The same conversation in the three dialects: a user's ``content`` (raw bytes), or an
+    earlier tool call whose ``arguments`` text is given."""
+    text = content if content is not None else b"hi"
+    if arguments is None:
+        chat = b'{"model":"up","messages":[{"role":"user","content":"' + text + b'"}]}'
+        responses = b'{"model":"up","input":"' + text + b'"}'
+        messages = (b'{"model":"up","max_tokens":5,"messages":[{"role":"user","content":"'
+                    + text + b'"}]}')
+    else:
+        call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": arguments}}
+        chat = json.dumps({"model": "up", "messages": [
+            {"role": "user", "content": "x"},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "c1", "content": "r"},
+            {"role": "user", "content": "y"}]}).encode()
+        responses = json.dumps({"model": "up", "input": [
+            {"role": "user", "content": "x"},
+            {"type": "function_call", "call_id": "c1", "name": "f", "arguments": arguments},
+            {"type": "function_call_output", "call_id": "c1", "output": "r"},
+            {"role": "user", "content": "y"}]}).encode()
+        tool_input = json.loads(arguments) if len(arguments) < 1000 else {"deep": 1}
+        messages = json.dumps({"model": "up", "max_tokens": 5, "messages": [
+            {"role": "user", "content": "x"},
+            {"role": "assistant", "content": [
+                {"type": "tool_use", "id": "c1", "name": "f", "input": tool_input}]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "c1", "content": "r"}]}]}).encode()
+        if len(arguments) >= 1000:  # the same depth as an input object
+            messages = messages.replace(b'{"deep": 1}', DEEP_ARGS.encode())
+    return [(CHAT, chat, {}), ("/v1/responses", responses, {}),
+            ("/v1/messages", messages, {"anthropic-version": "2023-06-01"})]
+
+
+@pytest.mark.parametrize("case", ["cesu8_content", "lone_surrogate_in_arguments",
+                                  "arguments_nested_50000_deep"])
+async def test_what_failed_after_the_upstream_answered_is_refused_before_asking_it(
+        upstream_agent, api_key, case):
+    """Issue 26 item 4: each was a 500 after the provider was asked (and paid)."""
+    if case == "cesu8_content":
+        bodies = _dialect_bodies(content=b"a" + CESU + b"b")
+    elif case == "lone_surrogate_in_arguments":
+        bodies = _dialect_bodies(arguments='{"a": "\\ud800"}')
+    else:
+        bodies = _dialect_bodies(arguments=DEEP_ARGS)
+    for path, raw, headers in bodies:
+        response = await post(path, raw, api_key, **headers)
+        if path == "/v1/messages":
+            anthropic_error(response, 400)
+        else:
+            error = openai_error(response, 400)
+            assert error["code"] in ("invalid_value", "invalid_json"), error
+    assert upstream_agent.requests == []
+    assert await nothing_stored()
+
+
+def test_a_models_odd_tool_arguments_are_stored_not_a_500() -> None:
+    """What a provider's model says cannot be refused: arguments nested 50,000 deep or with
+    a lone surrogate still hash (thread reconciliation) and canonicalise."""
+    from agents import llm
+    from agents.services.threads import digest_chain
+
+    for arguments in (DEEP_ARGS, '{"a": "\\ud800"}', "not json"):
+        message = llm.Message("assistant", (), (llm.ToolCall("c", "f", arguments),))
+        assert len(digest_chain([message])) == 2
+        llm.canonical_json(arguments)

@@ -10,6 +10,7 @@ In-process (DRF's test client) so that hundreds of examples stay fast; the live-
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -18,6 +19,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from rest_framework.test import APIClient
 
+from agents.jsonbody import printable
 from agents.models import Agent, Message
 
 pytestmark = pytest.mark.django_db
@@ -39,6 +41,14 @@ json_values = st.recursive(
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(text, inner, max_size=3),
     max_leaves=8,
 )
+
+
+UNSTORABLE = re.compile(r"\\u(?:0000|d[89a-f])")
+
+
+def field_of(param: str | None) -> str | None:
+    """The top-level field a 400's ``param`` path starts with (``limit[0]``, ``a.b``)."""
+    return re.split(r"[.\[]", param, maxsplit=1)[0] if param else param
 
 
 def assert_envelope(response: Any, allowed: set[int]) -> dict[str, Any]:
@@ -167,9 +177,13 @@ def test_inject_never_starts_a_turn_on_bad_input(client: APIClient,
                                content_type="application/json")
         out = assert_envelope(response, {400, 404, 503})
         statuses.add(response.status_code)
-        if response.status_code == 400:
+        if response.status_code == 400 and out["code"] == "invalid_value":
+            assert UNSTORABLE.search(json.dumps(body)), out  # a NUL or a lone surrogate
+        elif response.status_code == 400:
             unknown = set(body) - set(INJECT_FIELDS) if isinstance(body, dict) else set()
-            assert out["param"] in (*INJECT_FIELDS, *unknown, "non_field_errors", None), out
+            named = (*INJECT_FIELDS, *map(printable, unknown), "non_field_errors", None)
+            # the field itself (a key may hold a dot), or the path into it ("payload[0]")
+            assert out["param"] in named or field_of(out["param"]) in named, out
         if response.status_code == 503:  # got past every check: only the pause stopped it
             assert out["code"] == "agent_paused"
 
@@ -216,10 +230,12 @@ def test_run_submission_is_201_or_a_named_400(client: APIClient, builtin_suite: 
             created.append(out["id"])
             assert out["status"] == "queued"
             assert out["suite"] == body.get("suite", "hotpotqa-dev-30")
+        elif out["code"] == "invalid_value":
+            assert UNSTORABLE.search(json.dumps(body)), out  # a NUL or a lone surrogate
         elif isinstance(body, dict) and out["param"] is not None:
             # The field itself, or its path ("questions.3"); a key may hold a dot itself.
-            assert out["param"] in body or out["param"].split(".")[0] in (
-                *body, "non_field_errors"), (body, out)
+            assert out["param"] in body or field_of(out["param"]) in (
+                *map(printable, body), "non_field_errors"), (body, out)
 
     check()
     assert created, "no generated submission was valid"

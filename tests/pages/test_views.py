@@ -77,6 +77,28 @@ def test_login_form_refuses_non_staff_and_accepts_staff(staff):
     assert client.get("/threads/").status_code == 200
 
 
+def test_login_says_the_same_whether_or_not_the_password_was_right(staff):
+    """A message only a right password gets would confirm a valid credential."""
+    get_user_model().objects.create_user("plain", password="pw-plain-123")
+    get_user_model().objects.create_user("idle", password="pw-idle-123", is_staff=True,
+                                         is_active=False)
+    client = Client(enforce_csrf_checks=True, **HTML)
+    page = client.get("/login/")
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
+
+    def errors(username: str, password: str) -> list[str]:
+        answer = client.post("/login/", {"username": username, "password": password,
+                                         "csrfmiddlewaretoken": token})
+        assert answer.status_code == 200
+        return answer.context["form"].non_field_errors()
+
+    right = errors("plain", "pw-plain-123")  # a right password, not staff
+    assert right == errors("plain", "wrong") == errors("nobody", "wrong") == errors(
+        "idle", "pw-idle-123") == errors("op", "wrong")
+    assert len(right) == 1
+    assert "staff" in right[0]
+
+
 def test_login_without_csrf_token_is_refused(staff):
     client = Client(enforce_csrf_checks=True, **HTML)
     response = client.post("/login/", {"username": "op", "password": "pw-op-123"})

@@ -165,6 +165,8 @@
   // Threads: rows in lists, and the thread page
 
   var THREAD_ID = body.dataset.thread;
+  // A page of earlier messages (?before=): new ones belong to the latest page, not here.
+  var OLDER_PAGE = !!(document.getElementById("messages") || {dataset: {}}).dataset.olderPage;
 
   function upsertThreadRow(t) {
     var tbody = q("#thread-rows");
@@ -333,7 +335,8 @@
   }
 
   function resyncThread() {
-    return api("GET", "threads/" + encodeURIComponent(THREAD_ID)).then(function (t) {
+    var path = "threads/" + encodeURIComponent(THREAD_ID) + "?limit=100" + (OLDER_PAGE ? window.location.search.replace("?", "&") : "");
+    return api("GET", path).then(function (t) {
       var messages = listOf(t.messages, "messages");
       var box = q("#messages");
       var streaming = qa("article.streaming", box);
@@ -399,10 +402,10 @@
   feed.on("thread_created", threadCreated);
   feed.on("thread_updated", threadUpdated);
   feed.on("message", function (evt) {
-    if (THREAD_ID && evt.message.thread_id === THREAD_ID) appendMessage(evt.message);
+    if (THREAD_ID && !OLDER_PAGE && evt.message.thread_id === THREAD_ID) appendMessage(evt.message);
     if (PAGE === "dashboard") scheduleOrganism();
   });
-  feed.on("message_delta", function (evt) { if (THREAD_ID && evt.thread_id === THREAD_ID) messageDelta(evt); });
+  feed.on("message_delta", function (evt) { if (THREAD_ID && !OLDER_PAGE && evt.thread_id === THREAD_ID) messageDelta(evt); });
   feed.on("tool_call", function (evt) { if (THREAD_ID && evt.thread_id === THREAD_ID) toolEvent(evt); });
   feed.on("tool_result", function (evt) { if (THREAD_ID && evt.thread_id === THREAD_ID) toolEvent(evt); });
   feed.on("approval_requested", function (evt) {

@@ -1,0 +1,271 @@
+"""Every access rule, on every channel (README "Security": the access-rule table, one test per
+cell): ``/v1``, the operator REST API, the feed's WebSocket and the pages, against a live
+server. A rule is one function in the core (``agents.services.api_keys``,
+``agents.selectors.api_key_agent_check``, ``agents.turns.inject``) that every channel calls;
+these tests check that each channel answers what the rule says."""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import timedelta
+from typing import Any
+
+import httpx
+import pytest
+from django.contrib.auth import get_user_model
+from django.utils import timezone
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import connect
+
+from agents import services
+from agents.models import Agent, ApiKey, Thread
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+CHAT, OPERATOR = ApiKey.Scope.CHAT, ApiKey.Scope.OPERATOR
+
+
+def v1(server: Any, key: str, model: str = "echo") -> httpx.Response:
+    return httpx.post(f"{server.v1}/chat/completions", timeout=30,
+                      headers={"Authorization": f"Bearer {key}"},
+                      json={"model": model, "messages": [{"role": "user", "content": "hi"}]})
+
+
+def rest(server: Any, key: str, method: str, path: str, body: Any = None) -> httpx.Response:
+    return httpx.request(method, f"{server.url}/api/v1{path}", json=body, timeout=30,
+                         headers={"Authorization": f"Bearer {key}"})
+
+
+def ws_url(server: Any) -> str:
+    return server.url.replace("http://", "ws://") + "/ws"
+
+
+def ws_refusal(server: Any, headers: dict[str, str]) -> tuple[int, str]:
+    """The close code and reason a handshake with ``headers`` gets (it must be refused)."""
+    with connect(ws_url(server), additional_headers=headers, open_timeout=10) as sock:
+        with pytest.raises(ConnectionClosed) as closed:
+            sock.recv(timeout=10)
+    assert closed.value.rcvd is not None
+    return closed.value.rcvd.code, closed.value.rcvd.reason
+
+
+def ws_command(server: Any, key: str, command: dict[str, Any]) -> dict[str, Any]:
+    """The feed's answer (ack or error) to one command."""
+    with connect(ws_url(server), additional_headers={"Authorization": f"Bearer {key}"},
+                 open_timeout=10) as sock:
+        assert json.loads(sock.recv(timeout=10))["event"] == "connected"
+        sock.send(json.dumps({"id": "c", **command}))
+        while True:
+            event = json.loads(sock.recv(timeout=10))
+            if event.get("id") == "c":
+                return event
+
+
+def closed_within(sock: Any, seconds: float) -> Any:
+    """The close frame the server sends within ``seconds`` (events before it are skipped)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            sock.recv(timeout=max(0.01, deadline - time.monotonic()))
+        except ConnectionClosed as exc:
+            return exc.rcvd  # None: no close frame (the caller's assertions then fail)
+        except TimeoutError:
+            break
+    raise AssertionError(f"the socket was still open after {seconds} s")
+
+
+@pytest.fixture
+def agents(make_agent: Any) -> dict[str, Agent]:
+    return {"echo": make_agent(slug="echo", provider__options={}),
+            "other": make_agent(slug="other", provider__name="other", provider__options={})}
+
+
+# -- credentials: none, revoked, expired --------------------------------------------------------
+
+
+def test_no_credentials_is_refused_on_every_channel(gaia_server: Any, agents: Any) -> None:
+    assert httpx.post(f"{gaia_server.v1}/chat/completions", json={}, timeout=30
+                      ).status_code == 401
+    assert httpx.get(f"{gaia_server.url}/api/v1/threads", timeout=30).status_code == 401
+    with connect(ws_url(gaia_server), open_timeout=10) as sock:
+        sock.send(json.dumps({"cmd": "subscribe"}))
+        with pytest.raises(ConnectionClosed) as closed:
+            sock.recv(timeout=10)
+    assert closed.value.rcvd is not None
+    assert closed.value.rcvd.code == 4001
+    page = httpx.get(f"{gaia_server.url}/threads/", timeout=30)
+    assert page.status_code == 302
+    assert page.headers["location"].startswith("/login/")
+
+
+@pytest.mark.parametrize("how", ["revoked", "expired"])
+def test_a_revoked_or_expired_key_is_refused_on_every_channel(
+        gaia_server: Any, agents: Any, make_key: Any, how: str) -> None:
+    key, secret = make_key("gone", scopes=[CHAT, OPERATOR])
+    if how == "revoked":
+        services.api_key_revoke(key=key)
+    else:
+        ApiKey.objects.filter(pk=key.pk).update(expires_at=timezone.now() - timedelta(1))
+        services.config_changed()
+    r = v1(gaia_server, secret)
+    assert (r.status_code, r.json()["error"]["code"]) == (401, "invalid_api_key")
+    assert how in r.json()["error"]["message"]
+    r = rest(gaia_server, secret, "GET", "/threads")
+    assert r.status_code == 401
+    assert how in r.json()["detail"]
+    code, reason = ws_refusal(gaia_server, {"Authorization": f"Bearer {secret}"})
+    assert code == 4001
+    assert how in reason
+
+
+@pytest.mark.parametrize("how", ["revoked", "expired"])
+def test_an_open_feed_socket_closes_when_its_key_is_revoked_or_expires(
+        gaia_server: Any, agents: Any, make_key: Any, how: str) -> None:
+    expires = timezone.now() + timedelta(seconds=3) if how == "expired" else None
+    key, secret = make_key("soon-gone", scopes=[OPERATOR], expires_at=expires)
+    with connect(ws_url(gaia_server), additional_headers={"Authorization": f"Bearer {secret}"},
+                 open_timeout=10) as sock:
+        assert json.loads(sock.recv(timeout=10))["event"] == "connected"
+        if how == "revoked":
+            services.api_key_revoke(key=key)
+        closed = closed_within(sock, 20)  # generous: "within seconds"
+    assert closed.code == 4001
+    assert how in closed.reason
+
+
+# -- scopes and staff --------------------------------------------------------------------------
+
+
+def test_each_channel_needs_its_scope(gaia_server: Any, agents: Any, make_key: Any) -> None:
+    _, chat = make_key("chat", scopes=[CHAT])
+    _, ops = make_key("ops", scopes=[OPERATOR])
+    r = v1(gaia_server, ops)
+    assert (r.status_code, r.json()["error"]["code"]) == (403, "insufficient_scope")
+    assert r.json()["error"]["message"] == "This API key does not have the 'chat' scope."
+    r = rest(gaia_server, chat, "GET", "/threads")
+    assert (r.status_code, r.json()["code"]) == (403, "insufficient_scope")
+    assert r.json()["detail"] == "This API key does not have the 'operator' scope."
+    assert ws_refusal(gaia_server, {"Authorization": f"Bearer {chat}"})[0] == 4003
+    assert v1(gaia_server, chat).status_code == 200
+    assert rest(gaia_server, ops, "GET", "/threads").status_code == 200
+
+
+def test_a_session_must_be_staff_on_every_channel(gaia_server: Any, agents: Any) -> None:
+    users = get_user_model()
+    users.objects.create_user("plain", password="pw-plain-123")
+    users.objects.create_user("boss", password="pw-boss-123", is_staff=True)
+
+    def session(name: str, password: str) -> httpx.Client:
+        client = httpx.Client(base_url=gaia_server.url, timeout=30)
+        client.get("/login/")
+        client.post("/login/", data={"username": name, "password": password,
+                                     "csrfmiddlewaretoken": client.cookies["csrftoken"]},
+                    headers={"Referer": f"{gaia_server.url}/login/"})
+        return client
+
+    plain, boss = session("plain", "pw-plain-123"), session("boss", "pw-boss-123")
+    # the login form refuses a non-staff account: it never gets a session
+    assert "sessionid" not in plain.cookies
+    assert plain.get("/threads/").status_code == 302
+    assert plain.get("/api/v1/threads").status_code in (401, 403)
+    assert boss.get("/threads/").status_code == 200
+    assert boss.get("/api/v1/threads").status_code == 200
+    cookie = {"Cookie": f"sessionid={boss.cookies['sessionid']}"}
+    with connect(ws_url(gaia_server), additional_headers=cookie, open_timeout=10) as sock:
+        assert json.loads(sock.recv(timeout=10))["event"] == "connected"
+    # a session of a user who is no longer staff is refused by each
+    users.objects.filter(username="boss").update(is_staff=False)
+    assert boss.get("/threads/").status_code == 302
+    assert boss.get("/api/v1/threads").status_code == 403
+    assert ws_refusal(gaia_server, cookie)[0] == 4003
+
+
+# -- allowed agents ------------------------------------------------------------------------------
+
+
+def test_a_key_limited_to_some_agents_acts_only_for_them_on_every_channel(
+        gaia_server: Any, agents: Any, make_key: Any, make_thread: Any) -> None:
+    _, narrow = make_key("narrow", scopes=[CHAT, OPERATOR], agents=[agents["other"]])
+    thread_id = make_thread(agents["echo"], "hello")
+    r = v1(gaia_server, narrow, "echo")
+    assert (r.status_code, r.json()["error"]["param"]) == (403, "model")
+    refusals = [
+        (("POST", "/inject", {"to": "echo", "payload": "x"}),
+         {"cmd": "inject", "to": "echo", "payload": "x"}),
+        (("POST", f"/threads/{thread_id}/kill", None), {"cmd": "kill", "thread_id": thread_id}),
+        (("POST", "/agents/echo/pause", None), {"cmd": "pause", "agent": "echo"}),
+        (("POST", "/agents/echo/resume", None), {"cmd": "resume", "agent": "echo"}),
+    ]
+    for (method, path, body), command in refusals:
+        r = rest(gaia_server, narrow, method, path, body)
+        assert (r.status_code, r.json()["code"]) == (403, "agent_not_allowed"), path
+        answer = ws_command(gaia_server, narrow, command)
+        assert (answer["event"], answer["status"], answer["code"]) == (
+            "error", 403, "agent_not_allowed"), command
+        assert answer["error"] == r.json()["detail"]
+    assert Thread.objects.get(pk=thread_id).status != Thread.Status.KILLED
+    assert not Agent.objects.get(slug="echo").paused
+    # the agent it may use: every channel lets it act
+    assert v1(gaia_server, narrow, "other").status_code == 200
+    assert rest(gaia_server, narrow, "POST", "/agents/other/pause").status_code == 200
+    assert ws_command(gaia_server, narrow, {"cmd": "resume", "agent": "other"})["event"] == "ack"
+
+
+# -- the agent's state: enabled, paused; the thread's agent --------------------------------------
+
+
+def test_a_disabled_agent_is_refused_on_every_channel(gaia_server: Any, agents: Any,
+                                                      make_key: Any) -> None:
+    _, key = make_key("k", scopes=[CHAT, OPERATOR])
+    Agent.objects.filter(slug="echo").update(enabled=False)
+    services.config_changed()
+    r = v1(gaia_server, key)
+    assert (r.status_code, r.json()["error"]["code"]) == (404, "model_not_found")
+    r = rest(gaia_server, key, "POST", "/inject", {"to": "echo", "payload": "x"})
+    assert (r.status_code, r.json()["code"]) == (400, "agent_disabled")
+    answer = ws_command(gaia_server, key, {"cmd": "inject", "to": "echo", "payload": "x"})
+    assert (answer["status"], answer["code"]) == (400, "agent_disabled")
+
+
+def test_a_paused_agent_is_refused_on_every_channel(gaia_server: Any, agents: Any,
+                                                    make_key: Any) -> None:
+    _, key = make_key("k", scopes=[CHAT, OPERATOR])
+    r = rest(gaia_server, key, "POST", "/agents/echo/pause")
+    assert r.status_code == 200
+    r = v1(gaia_server, key)
+    assert (r.status_code, r.headers["retry-after"]) == (503, "30")
+    r = rest(gaia_server, key, "POST", "/inject", {"to": "echo", "payload": "x"})
+    assert (r.status_code, r.json()["code"]) == (503, "agent_paused")
+    answer = ws_command(gaia_server, key, {"cmd": "inject", "to": "echo", "payload": "x"})
+    assert (answer["status"], answer["code"]) == (503, "agent_paused")
+
+
+def test_a_thread_is_continued_only_by_its_own_agent_on_every_channel(
+        gaia_server: Any, agents: Any, make_key: Any, make_thread: Any) -> None:
+    _, key = make_key("k", scopes=[OPERATOR])
+    thread_id = make_thread(agents["echo"], "hello")
+    body = {"to": "other", "payload": "x", "thread_id": thread_id}
+    r = rest(gaia_server, key, "POST", "/inject", body)
+    assert (r.status_code, r.json()["code"]) == (400, "thread_agent_mismatch")
+    answer = ws_command(gaia_server, key, {"cmd": "inject", **body})
+    assert (answer["status"], answer["code"]) == (400, "thread_agent_mismatch")
+
+
+# -- rate limits ------------------------------------------------------------------------------
+
+
+def test_a_keys_rate_limit_counts_on_every_channel(gaia_server: Any, agents: Any,
+                                                   make_key: Any) -> None:
+    _, key = make_key("slow", scopes=[CHAT, OPERATOR], requests_per_minute=3)
+    if time.time() % 60 > 45:  # a fixed window per minute: all five requests in one
+        time.sleep(61 - time.time() % 60)
+    assert v1(gaia_server, key).status_code == 200
+    assert rest(gaia_server, key, "GET", "/agents").status_code == 200
+    answer = ws_command(gaia_server, key, {"cmd": "pause", "agent": "echo"})
+    assert answer["event"] == "ack"  # the third request of the minute
+    answer = ws_command(gaia_server, key, {"cmd": "resume", "agent": "echo"})
+    assert (answer["event"], answer["status"], answer["code"]) == (
+        "error", 429, "rate_limit_exceeded")
+    assert rest(gaia_server, key, "GET", "/agents").status_code == 429
+    assert v1(gaia_server, key).status_code == 429
