@@ -18,6 +18,7 @@ from agents.exceptions import InvalidRequest
 from openai_api.dialects.base import Dialect, Parsed
 from openai_api.dialects.common import (
     check_message_count,
+    check_not_hosted,
     check_tool_call_id,
     function_name,
     image_from_url,
@@ -61,7 +62,7 @@ class FunctionDefIn(_In):
 
 class ToolIn(_In):
     type: str = "function"
-    function: FunctionDefIn
+    function: FunctionDefIn | None = None  # required of function tools (parse_request)
 
 
 class StreamOptionsIn(_In):
@@ -92,6 +93,7 @@ class ChatRequestIn(_In):
     parallel_tool_calls: bool | None = None
     service_tier: str | None = None
     metadata: dict[str, Any] | None = None
+    web_search_options: dict[str, Any] | None = None
 
 
 def response_format_from(value: Any, param: str) -> dict[str, Any] | None:
@@ -184,6 +186,13 @@ def parse_request(data: dict[str, Any]) -> tuple[ChatRequestIn, llm.LLMRequest]:
 
     check_message_count(data.get("messages"), param="messages")
     req: ChatRequestIn = validate(ChatRequestIn, data)
+    if req.web_search_options is not None:  # Chat Completions' hosted tool
+        check_not_hosted("web_search", param="web_search_options")
+    for i, tool in enumerate(req.tools or []):
+        check_not_hosted(tool.type, param=f"tools[{i}].type")
+        if tool.function is None:
+            raise InvalidRequest("Function tools need a 'function'.",
+                                 param=f"tools[{i}].function")
     system: list[str] = []
     messages: list[llm.Message] = []
     for i, m in enumerate(req.messages):
@@ -222,7 +231,7 @@ def parse_request(data: dict[str, Any]) -> tuple[ChatRequestIn, llm.LLMRequest]:
     tools = [
         llm.Tool(t.function.name, t.function.description or "",
                  t.function.parameters or {"type": "object", "properties": {}})
-        for t in req.tools or []
+        for t in req.tools or [] if t.function is not None
     ]
     canonical = llm.LLMRequest(
         model=req.model,

@@ -84,6 +84,23 @@ def steps_text(result: Any) -> str:
     return "".join(step.summary() for step in getattr(result, "tool_steps", ()))
 
 
+# Tools that OpenAI or Anthropic run on their own servers (Responses built-in tools, Anthropic
+# server tools): the type, or the prefix of a versioned type (``web_search_20250305``).
+HOSTED_TOOLS = ("web_search", "file_search", "code_interpreter", "image_generation",
+                "computer_use", "code_execution", "web_fetch")
+
+
+def check_not_hosted(kind: Any, *, param: str) -> None:
+    """Refuse a hosted tool (:data:`HOSTED_TOOLS`) with 400 naming it: no provider Gaia
+    speaks to runs it, and dropping it would leave the client waiting for what it relied on."""
+    if isinstance(kind, str) and kind.startswith(HOSTED_TOOLS):
+        raise InvalidRequest(
+            f"The tool '{kind}' is a hosted tool (run on OpenAI's or Anthropic's servers): "
+            "Gaia does not host it. Remove it from 'tools', or give the agent a function "
+            "tool or an MCP server that does the same.",
+            param=param, code="unsupported_tool")
+
+
 MAX_TOOL_CALL_ID = 200  # agents.models.Message.tool_call_id
 
 

@@ -23,6 +23,7 @@ from openai_api.dialects.base import Dialect, Parsed
 from openai_api.dialects.chat import response_format_from
 from openai_api.dialects.common import (
     check_message_count,
+    check_not_hosted,
     check_tool_call_id,
     function_name,
     image_from_url,
@@ -241,8 +242,9 @@ def _tools(tools: list[dict[str, Any]] | None) -> list[llm.Tool]:
             out.append(llm.custom_tool(name, str(tool.get("description") or ""),
                                        _format_note(tool.get("format"))))
             continue
+        check_not_hosted(kind, param=f"tools[{i}].type")
         if kind != "function":
-            continue  # mcp tools: client_mcp; hosted tools: not offered
+            continue  # mcp tools: client_mcp
         spec = tool.get("function") if isinstance(tool.get("function"), dict) else tool
         name = spec.get("name")
         if not isinstance(name, str) or not name:
