@@ -236,7 +236,8 @@ async def _session_cookie(client: Any, *, staff: bool) -> str:
 
 async def test_feed_with_a_staff_session(layer, client):
     cookie = await _session_cookie(client, staff=True)
-    comm = communicator(("cookie", f"sessionid={cookie}"), ("origin", "http://localhost"), ("host", "localhost"))
+    comm = communicator(("cookie", f"sessionid={cookie}"), ("origin", "http://localhost"),
+                        ("host", "localhost"))
     assert (await comm.connect(TIMEOUT))[0]
     assert (await recv(comm))["event"] == "connected"
     await comm.disconnect()
@@ -244,7 +245,8 @@ async def test_feed_with_a_staff_session(layer, client):
 
 async def test_feed_with_a_non_staff_session_is_closed_4003(layer, client):
     cookie = await _session_cookie(client, staff=False)
-    comm = communicator(("cookie", f"sessionid={cookie}"), ("origin", "http://localhost"), ("host", "localhost"))
+    comm = communicator(("cookie", f"sessionid={cookie}"), ("origin", "http://localhost"),
+                        ("host", "localhost"))
     assert (await comm.connect(TIMEOUT))[0]
     assert await closed_with(comm) == CLOSE_FORBIDDEN
 
