@@ -7,6 +7,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import Any
 
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from channels.auth import AuthMiddleware
 from channels.security.websocket import WebsocketDenier
 from channels.sessions import CookieMiddleware
@@ -58,22 +59,27 @@ class OperatorCorsMiddleware:
     answer from it (same-origin only, the default). ``/v1`` has its own, credential-free
     policy (``CORS_*`` settings, django-cors-headers)."""
 
+    async_capable = True
+    sync_capable = False  # no thread hop in front of the whole site (as ApiEdgeMiddleware)
+
     def __init__(self, get_response: Any) -> None:
         self.get_response = get_response
+        if iscoroutinefunction(self.get_response):
+            markcoroutinefunction(self)
 
-    def __call__(self, request: HttpRequest) -> HttpResponse:
+    async def __call__(self, request: HttpRequest) -> HttpResponse:
         origin = request.headers.get("Origin")
         if not request.path.startswith("/api/") or origin is None:
-            return self.get_response(request)
+            return await self.get_response(request)
         if not operator_origin_listed(origin):
-            response = self.get_response(request)
+            response = await self.get_response(request)
         elif request.method == "OPTIONS" and "Access-Control-Request-Method" in request.headers:
             response = HttpResponse(status=204)  # the preflight: answered here, no view runs
             response["Access-Control-Allow-Methods"] = PREFLIGHT_METHODS
             response["Access-Control-Allow-Headers"] = PREFLIGHT_HEADERS
             response["Access-Control-Max-Age"] = "600"
         else:
-            response = self.get_response(request)
+            response = await self.get_response(request)
         if operator_origin_listed(origin):
             response["Access-Control-Allow-Origin"] = origin
             response["Access-Control-Allow-Credentials"] = "true"
