@@ -22,6 +22,7 @@ from openai_api.dialects.common import (
     check_tool_call_id,
     function_name,
     image_from_url,
+    logprobs_out,
     steps_text,
 )
 from openai_api.errors import openai_error_body
@@ -266,7 +267,10 @@ def usage_out(usage: llm.Usage) -> dict[str, Any]:
 
 def render_completion(*, response_id: str, model: str, created: int, text: str,
                       reasoning: str, tool_calls: list[llm.ToolCall], finish_reason: str,
-                      usage: llm.Usage) -> dict[str, Any]:
+                      usage: llm.Usage, logprobs: list[llm.TokenLogprob] | None = None
+                      ) -> dict[str, Any]:
+    """``logprobs``: the text's tokens, when the request asked for them (``None``: it did
+    not)."""
     message: dict[str, Any] = {"role": "assistant", "content": text or None,
                                "refusal": None}
     if not tool_calls and message["content"] is None:
@@ -280,7 +284,9 @@ def render_completion(*, response_id: str, model: str, created: int, text: str,
         "object": "chat.completion",
         "created": created,
         "model": model,
-        "choices": [{"index": 0, "message": message, "logprobs": None,
+        "choices": [{"index": 0, "message": message,
+                     "logprobs": None if logprobs is None else {
+                         "content": logprobs_out(logprobs), "refusal": None},
                      "finish_reason": FINISH.get(finish_reason, "stop")}],
         "usage": usage_out(usage),
         "system_fingerprint": None,
@@ -297,11 +303,14 @@ class ChunkStream:
         self.include_usage = include_usage
         self.started = False
 
-    def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> bytes:
+    def _chunk(self, delta: dict[str, Any], finish: str | None = None,
+               logprobs: tuple[llm.TokenLogprob, ...] = ()) -> bytes:
         return sse_data({
             "id": self.id, "object": "chat.completion.chunk", "created": self.created,
             "model": self.model, "system_fingerprint": None,
-            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+            "choices": [{"index": 0, "delta": delta,
+                         "logprobs": {"content": logprobs_out(logprobs), "refusal": None}
+                         if logprobs else None, "finish_reason": finish}],
         })
 
     def start(self) -> bytes:
@@ -310,7 +319,8 @@ class ChunkStream:
 
     def event(self, event: llm.Event) -> bytes:
         if isinstance(event, llm.TextDelta):
-            return self._chunk({"content": event.text}) if event.text else b""
+            return self._chunk({"content": event.text},
+                               logprobs=event.logprobs) if event.text else b""
         if isinstance(event, llm.ReasoningDelta):
             return self._chunk({"reasoning_content": event.text})
         if isinstance(event, llm.ToolCallDelta):
@@ -355,7 +365,8 @@ class Chat(Dialect):
         return render_completion(
             response_id=turn.spec.response_id, model=turn.model, created=int(time.time()),
             text=result.text, reasoning=steps_text(result) + result.reasoning,
-            tool_calls=result.tool_calls, finish_reason=result.finish_reason, usage=turn.usage)
+            tool_calls=result.tool_calls, finish_reason=result.finish_reason, usage=turn.usage,
+            logprobs=result.logprobs if parsed.request.extra.get("logprobs") else None)
 
     async def frames(self, parsed: Parsed, turn: Any) -> Frames:
         options = parsed.body.stream_options

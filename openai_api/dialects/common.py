@@ -101,6 +101,15 @@ def check_not_hosted(kind: Any, *, param: str) -> None:
             param=param, code="unsupported_tool")
 
 
+def logprobs_out(tokens: Any) -> list[dict[str, Any]]:
+    """Token log probabilities in OpenAI's shape (Chat Completions' ``logprobs.content``,
+    the Responses API's ``output_text.logprobs``)."""
+    return [{"token": t.token, "logprob": t.logprob, "bytes": list(t.raw),
+             "top_logprobs": [{"token": a.token, "logprob": a.logprob, "bytes": list(a.raw)}
+                              for a in t.top]}
+            for t in tokens]
+
+
 MAX_TOOL_CALL_ID = 200  # agents.models.Message.tool_call_id
 
 
