@@ -200,13 +200,18 @@ def parse_messages(messages: list[MessageIn]) -> list[llm.Message]:
 def _tools(tools: list[dict[str, Any]] | None) -> list[llm.Tool]:
     """Client tools (``name``, ``description``, ``input_schema``). Anthropic's server tools
     (``web_search_...``, ``code_execution_...``), which only Anthropic runs, are refused with
-    400 naming them; its client-run tools with a versioned ``type`` (``bash_...``) have no
-    canonical form and are skipped."""
+    400 naming them; so are its client-run tools with a versioned ``type`` (``bash_...``,
+    ``text_editor_...``): their schemas are Anthropic's models' own, with no form to give
+    another model."""
     out: list[llm.Tool] = []
     for i, tool in enumerate(tools or []):
-        check_not_hosted(tool.get("type"), param=f"tools[{i}].type")
-        if tool.get("type") not in (None, "custom"):
-            continue
+        kind = tool.get("type")
+        check_not_hosted(kind, param=f"tools[{i}].type")
+        if kind not in (None, "custom"):
+            raise InvalidRequest(
+                f"The tool type {kind!r} (a tool Anthropic's models know by heart) is not "
+                "supported: define it as a client tool with a 'name' and an 'input_schema'.",
+                param=f"tools[{i}].type", code="unsupported_tool")
         name = tool.get("name")
         if not isinstance(name, str) or not name:
             raise InvalidRequest("Tools need a 'name'.", param=f"tools[{i}].name")

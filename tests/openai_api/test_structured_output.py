@@ -176,3 +176,11 @@ def test_an_mcp_tool_is_not_a_hosted_tool(gaia_server, echo_agent, api_key):
              "require_approval": "never"}])
     assert err.value.body["code"] == "mcp_server_not_allowed"
     assert err.value.body["param"] == "tools[0].server_url"
+
+
+def test_an_anthropic_defined_client_tool_is_400_naming_it(gaia_server, echo_agent, api_key):
+    claude = anthropic.Anthropic(base_url=gaia_server.url, api_key=api_key, max_retries=0)
+    with pytest.raises(anthropic.BadRequestError) as err:
+        claude.messages.create(model="echo", max_tokens=10, messages=[
+            {"role": "user", "content": "x"}], tools=[{"type": "bash_20250124", "name": "bash"}])
+    assert "'bash_20250124'" in err.value.body["error"]["message"]
