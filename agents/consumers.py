@@ -4,9 +4,10 @@ The feed (issue 11, reference 003 "WebSocket API") is a thin interface over
 :mod:`agents.realtime` (where every event comes from), the selectors (the snapshot) and the
 operator services (its commands). Protocol, in the order a client sees it:
 
-1. Handshake (:mod:`agents.middleware`). A browser's ``Origin`` must be one of
-   ``ALLOWED_HOSTS`` (else HTTP 403, no socket); a client that sends no ``Origin`` (not a
-   browser: no cross-site risk) is let through to authenticate like anyone else.
+1. Handshake (:mod:`agents.middleware`). A browser's ``Origin`` must be Gaia's own (on a host
+   in ``ALLOWED_HOSTS``) or one of ``GAIA_OPERATOR_ALLOWED_ORIGINS`` (else HTTP 403, no
+   socket); a client that sends no ``Origin`` (not a browser: no cross-site risk) is let
+   through to authenticate like anyone else.
 2. Authentication, before anything is sent: an operator-scope API key in the handshake
    (``Authorization: Bearer KEY`` or ``X-API-Key: KEY``), a logged-in staff session, or, for
    browsers that have neither, a first message ``{"cmd": "auth", "api_key": KEY}`` within

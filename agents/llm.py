@@ -205,8 +205,26 @@ class LLMRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class TokenLogprob:
+    """A token of the reply (its bytes: a token may hold part of a character) and its log
+    probability; ``top``: the most likely tokens at its place, each with its own."""
+
+    raw: bytes
+    logprob: float
+    top: tuple[TokenLogprob, ...] = ()
+
+    @property
+    def token(self) -> str:
+        return self.raw.decode("utf-8", "replace")
+
+
+@dataclass(frozen=True, slots=True)
 class TextDelta:
+    """Text of the reply; ``logprobs``: its tokens' log probabilities, when the client asked
+    for them (``logprobs`` / ``top_logprobs``) and the provider gave them."""
+
     text: str
+    logprobs: tuple[TokenLogprob, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

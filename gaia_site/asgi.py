@@ -135,8 +135,8 @@ async def http_application(scope, receive, send):  # type: ignore[no-untyped-def
 application = Lifespan(ProtocolTypeRouter(
     {
         "http": BodyLimit(http_application),
-        # Channels' AllowedHostsOriginValidator, but letting non-browser clients (no Origin)
-        # through to the feed's own authentication (agents.consumers).
+        # Browser pages of Gaia's own origin or of GAIA_OPERATOR_ALLOWED_ORIGINS; clients
+        # without an Origin go on to the feed's own authentication (agents.consumers).
         "websocket": origin_checked(feed_auth_stack(URLRouter(websocket_urlpatterns))),
     }
 ))

@@ -37,6 +37,52 @@ def _pidfile(port: int) -> Path:
     return _data_dir() / f"gaia-api-{port}.pid"
 
 
+def _record(port: int, pid: int, *, group: bool) -> None:
+    """Record the server on ``port`` for ``stop`` and ``status``: every ``gaia api start``
+    does, in the foreground (``./run``) too. ``group``: the server leads a process group of
+    its own (``--background``), which ``stop`` signals whole."""
+    _pidfile(port).write_text(json.dumps({"pid": pid, "group": group}))
+
+
+def _recorded(port: int) -> tuple[int, bool] | None:
+    """The recorded server on ``port`` if it still runs (a record left by a server that has
+    ended, or whose pid now belongs to another program, is removed)."""
+    pidfile = _pidfile(port)
+    try:
+        raw = pidfile.read_text().strip()
+    except FileNotFoundError:
+        return None
+    try:
+        record = json.loads(raw)
+        pid, group = (record, True) if isinstance(record, int) else (
+            int(record["pid"]), bool(record.get("group")))
+    except (ValueError, KeyError, TypeError):
+        pidfile.unlink(missing_ok=True)
+        return None
+    if not _is_gaia(pid):
+        pidfile.unlink(missing_ok=True)
+        return None
+    return pid, group
+
+
+def _is_gaia(pid: int) -> bool:
+    """Whether ``pid`` runs and is a Gaia server (its command line names the ASGI app, where
+    ``/proc`` tells)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    cmdline = Path(f"/proc/{pid}/cmdline")
+    if not cmdline.exists():
+        return True
+    try:
+        return b"gaia_site.asgi" in cmdline.read_bytes()
+    except OSError:
+        return False
+
+
 def register(sub: Any) -> None:
     api = sub.add_parser("api", help="run the API server").add_subparsers(dest="cmd",
                                                                            required=True)
@@ -119,15 +165,22 @@ def api_start(args: argparse.Namespace) -> int:
     if args.show_prompts:
         env["GAIA_SHOW_PROMPTS"] = "1"
     cmd = server_command(args.host, args.port, workers=args.workers, server=args.server)
+    running = _recorded(args.port)
+    if running is not None:
+        print(f"Gaia already runs on port {args.port} (pid {running[0]}); "
+              f"stop it with: gaia api stop --port {args.port}", file=sys.stderr)
+        return 1
     if not args.background:
         print(f"Gaia serving on http://{args.host}:{args.port} (OpenAI base URL "
-              f"http://{args.host}:{args.port}/v1)", flush=True)
+              f"http://{args.host}:{args.port}/v1); stop it with Ctrl-C or "
+              f"gaia api stop --port {args.port}", flush=True)
+        _record(args.port, os.getpid(), group=False)  # exec keeps the pid: the server's
         os.execvpe(cmd[0], cmd, env)  # noqa: S606 - replaces this process with the server
     log_path = _data_dir() / f"gaia-api-{args.port}.log"
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=log,  # noqa: S603
                                 stdin=subprocess.DEVNULL, start_new_session=True)
-    _pidfile(args.port).write_text(str(proc.pid))
+    _record(args.port, proc.pid, group=True)
     for _ in range(100):
         if _health(args.host, args.port) is not None:
             print(f"Gaia started in the background (pid {proc.pid}) on "
@@ -141,9 +194,12 @@ def api_start(args: argparse.Namespace) -> int:
     return 1
 
 
-def _health(host: str, port: int) -> dict[str, Any] | None:
+def _health(host: str, port: int, *, key: str | None = None) -> dict[str, Any] | None:
+    request = urllib.request.Request(  # noqa: S310 - http(s) to the given host only
+        f"http://{host}:{port}/health",
+        headers={"Authorization": f"Bearer {key}"} if key else {})
     try:
-        with urllib.request.urlopen(f"http://{host}:{port}/health", timeout=2) as r:  # noqa: S310
+        with urllib.request.urlopen(request, timeout=2) as r:  # noqa: S310
             return json.loads(r.read())
     except urllib.error.HTTPError as exc:
         return json.loads(exc.read() or b"{}")
@@ -152,34 +208,46 @@ def _health(host: str, port: int) -> dict[str, Any] | None:
 
 
 def api_stop(args: argparse.Namespace) -> int:
-    pidfile = _pidfile(args.port)
-    if not pidfile.exists():
-        print(f"No background Gaia recorded for port {args.port}.")
+    running = _recorded(args.port)
+    if running is None:
+        print(f"No Gaia recorded as running on port {args.port}.")
         return 1
-    pid = int(pidfile.read_text())
+    pid, group = running
     try:
-        os.killpg(pid, signal.SIGTERM)
+        if group:
+            os.killpg(pid, signal.SIGTERM)
+        else:
+            os.kill(pid, signal.SIGTERM)
     except ProcessLookupError:
         print(f"Gaia (pid {pid}) was not running.")
-        pidfile.unlink()
+        _pidfile(args.port).unlink(missing_ok=True)
         return 0
     # The server finishes its requests (5 s), then records the turns still running.
     for _ in range(300):
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
+        if not _is_gaia(pid):
             break
         time.sleep(0.1)
-    pidfile.unlink(missing_ok=True)
+    _pidfile(args.port).unlink(missing_ok=True)
     print(f"Stopped Gaia (pid {pid}).")
     return 0
 
 
 def api_status(args: argparse.Namespace) -> int:
-    report = _health(args.host, args.port)
+    """Whether Gaia answers on the port, its process if recorded, and its components'
+    checks when ``GAIA_API_KEY`` holds an operator key (``/health`` shows them to such a key
+    only)."""
+    key = os.environ.get("GAIA_API_KEY") or None
+    report = _health(args.host, args.port, key=key)
+    running = _recorded(args.port)
     if report is None:
         print(f"Gaia is not running on http://{args.host}:{args.port}.")
         return 1
-    print(f"Gaia on http://{args.host}:{args.port}: {report.get('status')}")
-    print(json.dumps(report.get("checks", {}), indent=2))
+    where = f" (pid {running[0]})" if running else ""
+    print(f"Gaia on http://{args.host}:{args.port}{where}: {report.get('status')}")
+    if "checks" in report:
+        print(json.dumps(report["checks"], indent=2))
+    elif "error" in report:
+        print(f"Components not shown: {report['error'].get('message', report['error'])}")
+    else:
+        print("Components not shown: set GAIA_API_KEY to an operator-scope key to see them.")
     return 0 if report.get("status") == "ok" else 2

@@ -38,7 +38,12 @@ def _secret_key() -> str:
 
 SECRET_KEY = _secret_key()
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]", "testserver"])
-CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+# Browser pages on other origins that may use the operator API (/api, with credentials) and
+# open the /ws feed: GUIs are consumers of the API (reference 003). Exact origins
+# (scheme://host[:port]); empty (the default): Gaia's own pages only.
+GAIA_OPERATOR_ALLOWED_ORIGINS = env.list("GAIA_OPERATOR_ALLOWED_ORIGINS", default=[])
+CSRF_TRUSTED_ORIGINS = [*env.list("CSRF_TRUSTED_ORIGINS", default=[]),
+                        *GAIA_OPERATOR_ALLOWED_ORIGINS]
 
 # HTTPS (see "Production behind HTTPS" in .env.example; `manage.py check --deploy` is clean
 # with those values). Off by default: a local server speaks plain HTTP.
@@ -72,6 +77,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "corsheaders.middleware.CorsMiddleware",
+    "agents.middleware.OperatorCorsMiddleware",
     "openai_api.middleware.ApiEdgeMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -86,6 +92,7 @@ MIDDLEWARE = [
 # sessions or CSRF (API keys, not cookies). See gaia_site/asgi.py.
 API_MIDDLEWARE = [
     "corsheaders.middleware.CorsMiddleware",
+    "agents.middleware.OperatorCorsMiddleware",
     "openai_api.middleware.ApiEdgeMiddleware",
 ]
 

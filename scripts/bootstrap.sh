@@ -33,3 +33,31 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "$want" > "$stamp"
 fi
 export PATH="$GAIA_ROOT/.venv/bin:$PATH"
+
+# The test suite's own needs (./test): the real client programs it drives and Debian's
+# Chromium for the browser tests, installed here so no test reaches a registry. Each is
+# installed once (and said so); a failure stops the set-up with what to do.
+if [ "$extras" = "dev" ]; then
+  apt_install() {  # apt_install WHAT PACKAGE...
+    local sudo_cmd=""
+    if [ "$(id -u)" -ne 0 ]; then
+      if ! command -v sudo >/dev/null 2>&1; then
+        echo "The tests need $1; install it as root: apt-get install -y ${*:2}" >&2
+        exit 1
+      fi
+      sudo_cmd="sudo"
+    fi
+    echo "Installing $1 for the tests (Debian: ${*:2}) ..."
+    if ! { $sudo_cmd apt-get update -qq && \
+           $sudo_cmd apt-get install -y -qq "${@:2}" >/dev/null; }; then
+      echo "Could not install $1 (apt-get install -y ${*:2}); the tests need it." >&2
+      exit 1
+    fi
+  }
+  command -v npm >/dev/null 2>&1 || apt_install "Node.js and npm (for the client programs)" \
+    nodejs npm
+  # Cached in var/clients: after the first time this only checks its stamps.
+  .venv/bin/python -m tests.clients.install
+  chromium="${GAIA_CHROMIUM:-/usr/bin/chromium}"
+  [ -x "$chromium" ] || apt_install "Chromium (for the browser tests)" chromium
+fi

@@ -127,7 +127,10 @@ def tool_choice_out(request: LLMRequest) -> dict[str, Any]:
 
 class AnthropicBackend:
     accepts_tools = True
-    honours = frozenset({"top_k"})  # the Messages API has no seed, penalties or JSON mode
+    # The Messages API has no seed or penalties; its structured outputs take a JSON schema
+    # (``output_config.format``) but have no schemaless JSON mode.
+    honours = frozenset({"top_k", "response_format"})
+    response_formats = frozenset({"json_schema"})
 
     def __init__(self, *, name: str, base_url: str, api_key: str, default_model: str,
                  timeout: float, options: dict[str, Any]) -> None:
@@ -210,6 +213,10 @@ class AnthropicBackend:
             params["service_tier"] = extra["service_tier"]
         if request.tools and extra.get("parallel_tool_calls") is False:
             params["tool_choice"] = {**params["tool_choice"], "disable_parallel_tool_use": True}
+        fmt = extra.get("response_format")
+        if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
+            params.setdefault("extra_body", {})["output_config"] = {"format": {
+                "type": "json_schema", "schema": fmt["json_schema"].get("schema") or {}}}
         return params
 
     def _error(self, exc: BaseException) -> BackendError:

@@ -62,6 +62,7 @@ from agents.llm import (
     Finish,
     LLMRequest,
     TextDelta,
+    TokenLogprob,
     ToolCallDelta,
     Usage,
     estimate_request_tokens,
@@ -251,7 +252,7 @@ class LocalBackend:
     accepts_images = False  # SmolLM2 and most small GGUFs are text-only
     accepts_tools = True  # through a grammar (request_grammar)
     honours = frozenset({"response_format", "seed", "top_k", "frequency_penalty",
-                         "presence_penalty"})
+                         "presence_penalty", "logprobs", "top_logprobs"})
 
     def __init__(self, *, name: str, options: dict[str, Any]) -> None:
         self.name = name
@@ -340,26 +341,32 @@ class LocalBackend:
         grammar, calls = request_grammar(request,
                                          max_string=int(max_string) if max_string else None)
         seed = request.extra.get("seed")
+        top_logprobs = (int(request.extra.get("top_logprobs") or 0)
+                        if request.extra.get("logprobs") else None)
         model.submit(lambda: _generate(model, tokens, max_new, sampling, list(request.stop),
                                        emit, stop, grammar=grammar,
-                                       seed=int(seed) if seed is not None else None))
+                                       seed=int(seed) if seed is not None else None,
+                                       top_logprobs=top_logprobs))
         if on_sent is not None:
             on_sent()
         # With tools, a reply opening with "{" is a call: held back until it is complete.
         shape: str | None = None if calls else "text"  # "text" | "call" once it shows
         held: list[str] = []
+        held_logprobs: list[TokenLogprob] = []
         try:
             while True:
                 item = await queue.get()
-                if isinstance(item, str):
+                if isinstance(item, tuple):  # text with its tokens' log probabilities
+                    piece, logprobs = item
                     if shape == "text":
-                        yield TextDelta(item)
+                        yield TextDelta(piece, logprobs)
                         continue
-                    held.append(item)
+                    held.append(piece)
+                    held_logprobs.extend(logprobs)
                     if shape is None and "".join(held).strip():
                         shape = "call" if "".join(held).lstrip().startswith("{") else "text"
                         if shape == "text":
-                            yield TextDelta("".join(held))
+                            yield TextDelta("".join(held), tuple(held_logprobs))
                     continue
                 if item.error is not None:
                     raise BackendError(
@@ -369,7 +376,7 @@ class LocalBackend:
                     text = "".join(held)
                     call = parse_call(text, offered_tools(request))
                     if call is None:  # cut short by the output limit: what there is, as text
-                        yield TextDelta(text)
+                        yield TextDelta(text, tuple(held_logprobs))
                     else:
                         yield ToolCallDelta(index=0, id=f"call_{uuid.uuid4().hex[:24]}",
                                             name=call[0], arguments=call[1])
@@ -379,6 +386,23 @@ class LocalBackend:
                 return
         finally:
             stop.set()  # the worker sees it before its next token (or prompt chunk)
+
+
+def token_logprob(llama: Any, token: int, top: int) -> TokenLogprob:
+    """``token``'s log probability under the logits that just produced it (the model's own
+    distribution, before sampling settings), and the ``top`` likeliest tokens there."""
+    import numpy as np
+
+    logits = np.ctypeslib.as_array(llama._ctx.get_logits_ith(-1), shape=(llama.n_vocab(),))
+    peak = float(logits.max())
+    norm = peak + float(np.log(np.exp(logits - peak).sum()))
+    alternatives: tuple[TokenLogprob, ...] = ()
+    if top:
+        best = np.argpartition(-logits, top)[:top]
+        best = best[np.argsort(-logits[best])]
+        alternatives = tuple(TokenLogprob(llama.detokenize([int(t)]), float(logits[t]) - norm)
+                             for t in best)
+    return TokenLogprob(llama.detokenize([token]), float(logits[token]) - norm, alternatives)
 
 
 def _common_prefix(a: list[int], b: list[int]) -> int:
@@ -392,11 +416,21 @@ def _common_prefix(a: list[int], b: list[int]) -> int:
 
 def _generate(model: LocalModel, tokens: list[int], max_new: int, sampling: dict[str, Any],
               stops: list[str], emit: Callable[[Any], None], stop: threading.Event, *,
-              grammar: str | None = None, seed: int | None = None) -> None:
+              grammar: str | None = None, seed: int | None = None,
+              top_logprobs: int | None = None) -> None:
     """On the model's generation thread: evaluate the prompt and sample, holding the model's
-    lock; reports what it produced, and how it ended, through ``emit``. ``grammar`` (GBNF)
-    constrains the sampled reply; ``seed`` makes sampling repeatable."""
+    lock; reports what it produced (``(text, token log probabilities)``), and how it ended,
+    through ``emit``. ``grammar`` (GBNF) constrains the sampled reply; ``seed`` makes
+    sampling repeatable; ``top_logprobs`` (``None``: none) asks for each token's log
+    probability and that many alternatives."""
     produced = 0
+    logprobs: list[TokenLogprob] = []
+
+    def taken() -> tuple[TokenLogprob, ...]:
+        out = tuple(logprobs)
+        logprobs.clear()
+        return out
+
     finish = "stop"
     try:
         with model.lock:
@@ -432,11 +466,13 @@ def _generate(model: LocalModel, tokens: list[int], max_new: int, sampling: dict
                     if model.is_eog(token):
                         break
                     produced += 1
+                    if top_logprobs is not None:
+                        logprobs.append(token_logprob(llama, token, top_logprobs))
                     text = decoder.token(token)
                     if text:
                         out, stopped = stopper.feed(text)
                         if out:
-                            emit(out)
+                            emit((out, taken()))
                         if stopped:
                             break
                     if produced >= max_new:
@@ -445,7 +481,7 @@ def _generate(model: LocalModel, tokens: list[int], max_new: int, sampling: dict
             if not stopped:
                 tail = stopper.feed(decoder.flush())[0] + stopper.flush()
                 if tail:
-                    emit(tail)
+                    emit((tail, taken()))
     except BaseException as exc:  # noqa: BLE001 - reported to the stream, which raises it
         emit(_Done("error", produced, exc))
         return

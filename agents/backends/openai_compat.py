@@ -47,6 +47,7 @@ from agents.llm import (
     ReasoningDelta,
     TextDelta,
     TextPart,
+    TokenLogprob,
     ToolCallDelta,
     Usage,
     estimate_request_tokens,
@@ -107,9 +108,9 @@ def tool_choice_out(request: LLMRequest) -> Any:
 class OpenAIBackend:
     accepts_tools = True
     # Sent as Chat Completions fields (top_k too: vLLM, llama.cpp and Ollama take it; a server
-    # that does not answers with its own error). Log probabilities are not rendered back.
+    # that does not answers with its own error). Log probabilities come back with the text.
     honours = frozenset({"response_format", "seed", "top_k", "frequency_penalty",
-                         "presence_penalty"})
+                         "presence_penalty", "logprobs", "top_logprobs"})
 
     def __init__(
         self,
@@ -199,7 +200,7 @@ class OpenAIBackend:
             params["user"] = request.user
         extra = request.extra
         for name in ("response_format", "seed", "top_k", "frequency_penalty", "presence_penalty",
-                     "reasoning_effort", "service_tier"):
+                     "logprobs", "top_logprobs", "reasoning_effort", "service_tier"):
             if extra.get(name) is not None:
                 params[name] = extra[name]
         if request.tools and extra.get("parallel_tool_calls") is not None:
@@ -259,7 +260,7 @@ class OpenAIBackend:
                     for choice in chunk.get("choices") or ():
                         delta = choice.get("delta")
                         if delta:
-                            for event in delta_events(delta):
+                            for event in delta_events(delta, choice.get("logprobs")):
                                 yield event
                         if choice.get("finish_reason"):
                             finish = FINISH_REASONS.get(choice["finish_reason"], "stop")
@@ -338,8 +339,31 @@ async def sse_data(response: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
         yield b"\n".join(data)
 
 
-def delta_events(delta: dict[str, Any]) -> list[Event]:
-    """The canonical events of one chunk's ``delta``."""
+def logprobs_in(value: Any) -> tuple[TokenLogprob, ...]:
+    """A chunk's ``logprobs.content`` as canonical token log probabilities (entries that are
+    not well formed are skipped)."""
+    out: list[TokenLogprob] = []
+    for entry in (value or {}).get("content") or () if isinstance(value, dict) else ():
+        token = _token_logprob(entry)
+        if token is not None:
+            top = tuple(t for t in map(_token_logprob, entry.get("top_logprobs") or ())
+                        if t is not None)
+            out.append(TokenLogprob(token.raw, token.logprob, top))
+    return tuple(out)
+
+
+def _token_logprob(entry: Any) -> TokenLogprob | None:
+    if not isinstance(entry, dict) or not isinstance(entry.get("token"), str) or not isinstance(
+            entry.get("logprob"), int | float):
+        return None
+    raw = entry.get("bytes")
+    data = bytes(raw) if isinstance(raw, list) and all(
+        isinstance(b, int) and 0 <= b < 256 for b in raw) else entry["token"].encode()
+    return TokenLogprob(data, float(entry["logprob"]))
+
+
+def delta_events(delta: dict[str, Any], logprobs: Any = None) -> list[Event]:
+    """The canonical events of one chunk's ``delta`` (and its choice's ``logprobs``)."""
     events: list[Event] = []
     # Servers running reasoning models stream the thinking under one of these names.
     reasoning = delta.get("reasoning_content") or delta.get("reasoning")
@@ -347,7 +371,7 @@ def delta_events(delta: dict[str, Any]) -> list[Event]:
         events.append(ReasoningDelta(reasoning))
     content = delta.get("content")
     if isinstance(content, str) and content:
-        events.append(TextDelta(content))
+        events.append(TextDelta(content, logprobs_in(logprobs) if logprobs else ()))
     for call in delta.get("tool_calls") or ():
         fn = call.get("function") or {}
         events.append(ToolCallDelta(

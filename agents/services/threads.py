@@ -286,6 +286,9 @@ class TurnResult:
     text: str = ""
     reasoning: str = ""
     tool_calls: list[llm.ToolCall] = field(default_factory=list)
+    # The text's tokens' log probabilities (agents.llm.TokenLogprob), when asked and given:
+    # rendered in the reply, not stored.
+    logprobs: list[Any] = field(default_factory=list)
     finish_reason: str = "stop"
     input_tokens: int = 0
     output_tokens: int = 0

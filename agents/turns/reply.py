@@ -31,6 +31,7 @@ class Reply:
         self.t0 = time.monotonic()
         self.first_at: float | None = None
         self.text: list[str] = []
+        self.logprobs: list[llm.TokenLogprob] = []
         self.reasoning: list[str] = []
         self.tools: dict[int, ToolCallAcc] = {}
         self.usage: llm.Usage | None = None  # the provider's count, if it gave one
@@ -47,6 +48,7 @@ class Reply:
             self.first_at = time.monotonic()
         if isinstance(event, llm.TextDelta):
             self.text.append(event.text)
+            self.logprobs.extend(event.logprobs)
         elif isinstance(event, llm.ReasoningDelta):
             self.reasoning.append(event.text)
         elif isinstance(event, llm.ToolCallDelta):
@@ -105,6 +107,7 @@ class Reply:
         made storable, usage, latency, the provider's finish reason, time to first token."""
         result.text = _storable("".join(self.text))
         result.reasoning = _storable("".join(self.reasoning))
+        result.logprobs = list(self.logprobs)
         result.tool_calls = [llm.ToolCall(_storable(c.id), _storable(c.name),
                                           _storable(c.arguments)) for c in self.tool_calls]
         if request is not None:

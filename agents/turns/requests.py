@@ -74,6 +74,14 @@ def request_check(agent: Agent, backend: Any, client: llm.LLMRequest) -> None:
                 f"The model '{agent.slug}' (a '{agent.provider.kind}' provider) cannot honour "
                 f"'{name}'. Remove it, or pick another model.",
                 param=name, code="unsupported_parameter")
+    fmt = client.extra.get("response_format")
+    kinds = getattr(backend, "response_formats", None)
+    if isinstance(fmt, dict) and kinds is not None and fmt.get("type") not in kinds:
+        raise InvalidRequest(
+            f"The model '{agent.slug}' (a '{agent.provider.kind}' provider) cannot honour "
+            f"'response_format' of type {fmt.get('type')!r}; it takes "
+            f"{' or '.join(sorted(kinds))}.", param="response_format",
+            code="unsupported_parameter")
     if client.tools and not backend.accepts_tools:
         raise InvalidRequest(f"The model '{agent.slug}' cannot call client tools.",
                              param="tools", code="tools_not_supported")

@@ -17,9 +17,11 @@ from agents.exceptions import InvalidRequest
 from openai_api.dialects.base import Dialect, Parsed
 from openai_api.dialects.common import (
     check_message_count,
+    check_not_hosted,
     check_tool_call_id,
     function_name,
     image_from_url,
+    logprobs_out,
     steps_text,
     tool_call_arguments,
 )
@@ -61,7 +63,7 @@ class FunctionDefIn(_In):
 
 class ToolIn(_In):
     type: str = "function"
-    function: FunctionDefIn
+    function: FunctionDefIn | None = None  # required of function tools (parse_request)
 
 
 class StreamOptionsIn(_In):
@@ -92,6 +94,7 @@ class ChatRequestIn(_In):
     parallel_tool_calls: bool | None = None
     service_tier: str | None = None
     metadata: dict[str, Any] | None = None
+    web_search_options: dict[str, Any] | None = None
 
 
 def response_format_from(value: Any, param: str) -> dict[str, Any] | None:
@@ -184,6 +187,13 @@ def parse_request(data: dict[str, Any]) -> tuple[ChatRequestIn, llm.LLMRequest]:
 
     check_message_count(data.get("messages"), param="messages")
     req: ChatRequestIn = validate(ChatRequestIn, data)
+    if req.web_search_options is not None:  # Chat Completions' hosted tool
+        check_not_hosted("web_search", param="web_search_options")
+    for i, tool in enumerate(req.tools or []):
+        check_not_hosted(tool.type, param=f"tools[{i}].type")
+        if tool.function is None:
+            raise InvalidRequest("Function tools need a 'function'.",
+                                 param=f"tools[{i}].function")
     system: list[str] = []
     messages: list[llm.Message] = []
     for i, m in enumerate(req.messages):
@@ -218,7 +228,7 @@ def parse_request(data: dict[str, Any]) -> tuple[ChatRequestIn, llm.LLMRequest]:
     tools = [
         llm.Tool(t.function.name, t.function.description or "",
                  t.function.parameters or {"type": "object", "properties": {}})
-        for t in req.tools or []
+        for t in req.tools or [] if t.function is not None
     ]
     canonical = llm.LLMRequest(
         model=req.model,
@@ -253,7 +263,10 @@ def usage_out(usage: llm.Usage) -> dict[str, Any]:
 
 def render_completion(*, response_id: str, model: str, created: int, text: str,
                       reasoning: str, tool_calls: list[llm.ToolCall], finish_reason: str,
-                      usage: llm.Usage) -> dict[str, Any]:
+                      usage: llm.Usage, logprobs: list[llm.TokenLogprob] | None = None
+                      ) -> dict[str, Any]:
+    """``logprobs``: the text's tokens, when the request asked for them (``None``: it did
+    not)."""
     message: dict[str, Any] = {"role": "assistant", "content": text or None,
                                "refusal": None}
     if not tool_calls and message["content"] is None:
@@ -267,7 +280,9 @@ def render_completion(*, response_id: str, model: str, created: int, text: str,
         "object": "chat.completion",
         "created": created,
         "model": model,
-        "choices": [{"index": 0, "message": message, "logprobs": None,
+        "choices": [{"index": 0, "message": message,
+                     "logprobs": None if logprobs is None else {
+                         "content": logprobs_out(logprobs), "refusal": None},
                      "finish_reason": FINISH.get(finish_reason, "stop")}],
         "usage": usage_out(usage),
         "system_fingerprint": None,
@@ -284,11 +299,14 @@ class ChunkStream:
         self.include_usage = include_usage
         self.started = False
 
-    def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> bytes:
+    def _chunk(self, delta: dict[str, Any], finish: str | None = None,
+               logprobs: tuple[llm.TokenLogprob, ...] = ()) -> bytes:
         return sse_data({
             "id": self.id, "object": "chat.completion.chunk", "created": self.created,
             "model": self.model, "system_fingerprint": None,
-            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+            "choices": [{"index": 0, "delta": delta,
+                         "logprobs": {"content": logprobs_out(logprobs), "refusal": None}
+                         if logprobs else None, "finish_reason": finish}],
         })
 
     def start(self) -> bytes:
@@ -297,7 +315,8 @@ class ChunkStream:
 
     def event(self, event: llm.Event) -> bytes:
         if isinstance(event, llm.TextDelta):
-            return self._chunk({"content": event.text}) if event.text else b""
+            return self._chunk({"content": event.text},
+                               logprobs=event.logprobs) if event.text else b""
         if isinstance(event, llm.ReasoningDelta):
             return self._chunk({"reasoning_content": event.text})
         if isinstance(event, llm.ToolCallDelta):
@@ -342,7 +361,8 @@ class Chat(Dialect):
         return render_completion(
             response_id=turn.spec.response_id, model=turn.model, created=int(time.time()),
             text=result.text, reasoning=steps_text(result) + result.reasoning,
-            tool_calls=result.tool_calls, finish_reason=result.finish_reason, usage=turn.usage)
+            tool_calls=result.tool_calls, finish_reason=result.finish_reason, usage=turn.usage,
+            logprobs=result.logprobs if parsed.request.extra.get("logprobs") else None)
 
     async def frames(self, parsed: Parsed, turn: Any) -> Frames:
         options = parsed.body.stream_options

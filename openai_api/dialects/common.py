@@ -37,6 +37,32 @@ def steps_text(result: Any) -> str:
     return "".join(step.summary() for step in getattr(result, "tool_steps", ()))
 
 
+# Tools that OpenAI or Anthropic run on their own servers (Responses built-in tools, Anthropic
+# server tools): the type, or the prefix of a versioned type (``web_search_20250305``).
+HOSTED_TOOLS = ("web_search", "file_search", "code_interpreter", "image_generation",
+                "computer_use", "code_execution", "web_fetch")
+
+
+def check_not_hosted(kind: Any, *, param: str) -> None:
+    """Refuse a hosted tool (:data:`HOSTED_TOOLS`) with 400 naming it: no provider Gaia
+    speaks to runs it, and dropping it would leave the client waiting for what it relied on."""
+    if isinstance(kind, str) and kind.startswith(HOSTED_TOOLS):
+        raise InvalidRequest(
+            f"The tool '{kind}' is a hosted tool (run on OpenAI's or Anthropic's servers): "
+            "Gaia does not host it. Remove it from 'tools', or give the agent a function "
+            "tool or an MCP server that does the same.",
+            param=param, code="unsupported_tool")
+
+
+def logprobs_out(tokens: Any) -> list[dict[str, Any]]:
+    """Token log probabilities in OpenAI's shape (Chat Completions' ``logprobs.content``,
+    the Responses API's ``output_text.logprobs``)."""
+    return [{"token": t.token, "logprob": t.logprob, "bytes": list(t.raw),
+             "top_logprobs": [{"token": a.token, "logprob": a.logprob, "bytes": list(a.raw)}
+                              for a in t.top]}
+            for t in tokens]
+
+
 MAX_TOOL_CALL_ID = 200  # agents.models.Message.tool_call_id
 
 

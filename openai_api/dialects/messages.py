@@ -26,6 +26,7 @@ from openai_api.dialects.base import Dialect, Parsed
 from openai_api.dialects.common import (
     IMAGE_TYPES,
     check_message_count,
+    check_not_hosted,
     check_tool_call_id,
     image_from_url,
     steps_text,
@@ -64,6 +65,7 @@ class MessagesRequestIn(_In):
     metadata: dict[str, Any] | None = None
     thinking: dict[str, Any] | None = None
     output_config: dict[str, Any] | None = None
+    output_format: dict[str, Any] | None = None  # the structured-outputs beta's spelling
     service_tier: str | None = None
 
 
@@ -202,12 +204,19 @@ def parse_messages(messages: list[MessageIn]) -> list[llm.Message]:
 
 def _tools(tools: list[dict[str, Any]] | None) -> list[llm.Tool]:
     """Client tools (``name``, ``description``, ``input_schema``). Anthropic's server tools
-    (``web_search_...``, ``bash_...``) carry a versioned ``type`` and are skipped: they have no
-    canonical form and only Anthropic runs them."""
+    (``web_search_...``, ``code_execution_...``), which only Anthropic runs, are refused with
+    400 naming them; so are its client-run tools with a versioned ``type`` (``bash_...``,
+    ``text_editor_...``): their schemas are Anthropic's models' own, with no form to give
+    another model."""
     out: list[llm.Tool] = []
     for i, tool in enumerate(tools or []):
-        if tool.get("type") not in (None, "custom"):
-            continue
+        kind = tool.get("type")
+        check_not_hosted(kind, param=f"tools[{i}].type")
+        if kind not in (None, "custom"):
+            raise InvalidRequest(
+                f"The tool type {kind!r} (a tool Anthropic's models know by heart) is not "
+                "supported: define it as a client tool with a 'name' and an 'input_schema'.",
+                param=f"tools[{i}].type", code="unsupported_tool")
         name = tool.get("name")
         if not isinstance(name, str) or not name:
             raise InvalidRequest("Tools need a 'name'.", param=f"tools[{i}].name")
@@ -263,14 +272,32 @@ def parse_request(data: dict[str, Any], *, require_max_tokens: bool = True
     return req, canonical
 
 
+def output_format_from(req: MessagesRequestIn) -> dict[str, Any] | None:
+    """The canonical ``response_format`` (Chat Completions' shape) of ``output_config.format``
+    (or the older top-level ``output_format``): ``{"type": "json_schema", "schema": {...}}``."""
+    config_format = (req.output_config or {}).get("format")
+    fmt, param = ((config_format, "output_config.format") if config_format is not None
+                  else (req.output_format, "output_format"))
+    if fmt is None:
+        return None
+    if not isinstance(fmt, dict) or fmt.get("type") != "json_schema":
+        raise InvalidRequest(f"{param}.type must be 'json_schema'.", param=f"{param}.type")
+    schema = fmt.get("schema")
+    if not isinstance(schema, dict):
+        raise InvalidRequest(f"{param} needs a 'schema' object.", param=f"{param}.schema")
+    return {"type": "json_schema", "json_schema": {"name": "output", "schema": schema}}
+
+
 def extra_from(req: MessagesRequestIn) -> dict[str, Any]:
     """The request's fields beyond the core: ``top_k``, ``thinking`` (unless disabled), the
-    effort of ``output_config`` (Claude Code sends it) as ``reasoning_effort``, the tier."""
+    effort of ``output_config`` (Claude Code sends it) as ``reasoning_effort``, its
+    ``format`` as ``response_format``, the tier."""
     effort = (req.output_config or {}).get("effort")
     thinking = req.thinking if (req.thinking or {}).get("type") not in (None, "disabled") \
         else None
     extra: dict[str, Any] = {"top_k": req.top_k, "thinking": thinking,
                              "reasoning_effort": effort if isinstance(effort, str) else None,
+                             "response_format": output_format_from(req),
                              "service_tier": req.service_tier}
     return {k: v for k, v in extra.items() if v is not None}
 
@@ -405,6 +432,7 @@ class Messages(Dialect):
 
     name = "messages"
     errors = "anthropic"
+    params = {"response_format": "output_config.format"}  # noqa: RUF012 - read-only
 
     def new_id(self) -> str:
         return f"msg_{uuid.uuid4().hex[:24]}"

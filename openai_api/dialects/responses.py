@@ -22,6 +22,7 @@ from openai_api.dialects.base import Dialect, Parsed
 from openai_api.dialects.chat import response_format_from
 from openai_api.dialects.common import (
     check_message_count,
+    check_not_hosted,
     check_tool_call_id,
     function_name,
     image_from_url,
@@ -37,6 +38,8 @@ from openai_api.dialects.responses_output import (
     render_response,
 )
 from openai_api.sse import SSE_DONE, Frames
+
+LOGPROBS_INCLUDE = "message.output_text.logprobs"
 
 
 class _In(BaseModel):
@@ -67,6 +70,7 @@ class ResponseRequestIn(_In):
     safety_identifier: str | None = None
     text: dict[str, Any] | None = None
     top_logprobs: int | None = Field(default=None, ge=0, le=20)
+    include: list[str] | None = None
     service_tier: str | None = None
 
 
@@ -241,8 +245,9 @@ def _tools(tools: list[dict[str, Any]] | None) -> list[llm.Tool]:
             out.append(llm.custom_tool(name, str(tool.get("description") or ""),
                                        _format_note(tool.get("format"))))
             continue
+        check_not_hosted(kind, param=f"tools[{i}].type")
         if kind != "function":
-            continue  # mcp tools: client_mcp; hosted tools: not offered
+            continue  # mcp tools: client_mcp
         spec = tool.get("function") if isinstance(tool.get("function"), dict) else tool
         name = spec.get("name")
         if not isinstance(name, str) or not name:
@@ -308,6 +313,8 @@ def parse_request(data: dict[str, Any]) -> tuple[ResponseRequestIn, llm.LLMReque
         fmt = {"type": "json_schema", "json_schema": {
             k: v for k, v in fmt.items() if k in ("name", "schema", "strict", "description")}}
     response_format = response_format_from(fmt, "text.format")
+    if LOGPROBS_INCLUDE in (req.include or []) or req.top_logprobs:
+        extra["logprobs"] = True  # asked for by include, or by wanting alternatives
     for name, value in (("response_format", response_format),
                         ("top_logprobs", req.top_logprobs or None),
                         ("service_tier", req.service_tier), ("metadata", req.metadata or None)):
@@ -380,7 +387,8 @@ class Responses(Dialect):
 
     name = "responses"
     images_param = "input"
-    params = {"response_format": "text.format"}  # noqa: RUF012 - read-only
+    params = {"response_format": "text.format",  # noqa: RUF012 - read-only
+              "logprobs": "include"}
 
     def new_id(self) -> str:
         return f"resp_{uuid.uuid4().hex}"
@@ -401,7 +409,8 @@ class Responses(Dialect):
                                 reasoning=result.reasoning, tool_calls=result.tool_calls,
                                 tools=parsed.extra["tools"], steps=result.tool_steps,
                                 listings=result.tool_listings,
-                                approvals=result.approval_requests),
+                                approvals=result.approval_requests,
+                                logprobs=result.logprobs),
             usage=turn.usage, echo=parsed.extra["echo"])
 
     async def frames(self, parsed: Parsed, turn: Any) -> Frames:

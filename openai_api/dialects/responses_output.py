@@ -9,11 +9,13 @@ stored response rendered again by ``GET /v1/responses/{id}`` carries the same id
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from agents import llm
 from agents.exceptions import GaiaError
+from openai_api.dialects.common import logprobs_out
 from openai_api.sse import sse_event
 
 NAMESPACE_SEP = "__"
@@ -46,13 +48,15 @@ def usage_out(usage: llm.Usage | None) -> dict[str, Any] | None:
     }
 
 
-def text_part(text: str) -> dict[str, Any]:
-    return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+def text_part(text: str, logprobs: Sequence[llm.TokenLogprob] = ()) -> dict[str, Any]:
+    return {"type": "output_text", "text": text, "annotations": [],
+            "logprobs": logprobs_out(logprobs)}
 
 
-def message_item(item_id: str, text: str, status: str = "completed") -> dict[str, Any]:
+def message_item(item_id: str, text: str, status: str = "completed",
+                 logprobs: Sequence[llm.TokenLogprob] = ()) -> dict[str, Any]:
     return {"id": item_id, "type": "message", "role": "assistant", "status": status,
-            "content": [text_part(text)] if status == "completed" else []}
+            "content": [text_part(text, logprobs)] if status == "completed" else []}
 
 
 def reasoning_item(item_id: str, text: str, status: str = "completed") -> dict[str, Any]:
@@ -122,7 +126,8 @@ def mcp_id(response_id: str, call_id: str) -> str:
 def output_items(*, response_id: str, text: str, reasoning: str,
                  tool_calls: list[llm.ToolCall], tools: ClientTools | None = None,
                  steps: list[llm.ToolActivity] = (), listings: list[llm.ToolsListed] = (),
-                 approvals: list[llm.ApprovalRequest] = ()) -> list[dict[str, Any]]:
+                 approvals: list[llm.ApprovalRequest] = (),
+                 logprobs: Sequence[llm.TokenLogprob] = ()) -> list[dict[str, Any]]:
     """A finished reply as output items: the tools it was offered and ran itself, its steps,
     its words, then its calls, or the calls its client must approve first."""
     msg_id, rs_id, fc_prefix = item_ids(response_id)
@@ -133,7 +138,7 @@ def output_items(*, response_id: str, text: str, reasoning: str,
     if reasoning:
         out.append(reasoning_item(rs_id, reasoning))
     if text or not (tool_calls or approvals):
-        out.append(message_item(msg_id, text))
+        out.append(message_item(msg_id, text, logprobs=logprobs))
     out.extend(mcp_approval_request_item(a) for a in approvals)
     out.extend(call_item(f"{fc_prefix}_{i}", c, tools or ClientTools())
                for i, c in enumerate(tool_calls))
@@ -207,6 +212,7 @@ class ResponseEventStream:
         self._msg_id, self._rs_id, self._fc_prefix = item_ids(response_id)
         self._open: str | None = None  # "reasoning" | "message" | "call"
         self._text: list[str] = []
+        self._logprobs: list[llm.TokenLogprob] = []
         self._call: llm.ToolCall | None = None
         self._call_index: int | None = None
         self._cur_id = ""
@@ -237,6 +243,7 @@ class ResponseEventStream:
         out = self._close()
         self._open = kind
         self._text = []
+        self._logprobs = []
         index = len(self.output)
         if kind == "reasoning":
             self._cur_id = self._item_id(self._rs_id)
@@ -286,14 +293,14 @@ class ResponseEventStream:
                 "item_id": self._cur_id, "output_index": index, "summary_index": 0,
                 "part": {"type": "summary_text", "text": text},
             }) + self._emit("response.output_item.done", {"output_index": index, "item": item})
-        item = message_item(self._cur_id, text)
+        item = message_item(self._cur_id, text, logprobs=self._logprobs)
         self.output.append(item)
         return self._emit("response.output_text.done", {
             "item_id": self._cur_id, "output_index": index, "content_index": 0, "text": text,
-            "logprobs": [],
+            "logprobs": logprobs_out(self._logprobs),
         }) + self._emit("response.content_part.done", {
             "item_id": self._cur_id, "output_index": index, "content_index": 0,
-            "part": text_part(text),
+            "part": text_part(text, self._logprobs),
         }) + self._emit("response.output_item.done", {"output_index": index, "item": item})
 
     def event(self, event: llm.Event) -> bytes:
@@ -303,9 +310,10 @@ class ResponseEventStream:
                 return b""
             out = self._open_item("message") if self._open != "message" else b""
             self._text.append(event.text)
+            self._logprobs.extend(event.logprobs)
             return out + self._emit("response.output_text.delta", {
                 "item_id": self._cur_id, "output_index": len(self.output), "content_index": 0,
-                "delta": event.text, "logprobs": [],
+                "delta": event.text, "logprobs": logprobs_out(event.logprobs),
             })
         if isinstance(event, llm.ReasoningDelta):
             if not event.text:

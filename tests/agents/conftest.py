@@ -11,6 +11,8 @@ from tests.clients import install
 
 @pytest.fixture(scope="session")
 def everything_bin() -> Path:
-    """The MCP reference server ``server-everything`` (npm; installed once, cached)."""
-    install.ensure_npm()
-    return install.npm_bin("mcp-server-everything")
+    """The MCP reference server ``server-everything`` (npm; ``./test`` installed it)."""
+    try:
+        return install.require_npm("mcp-server-everything")
+    except install.InstallError as exc:
+        pytest.fail(str(exc), pytrace=False)

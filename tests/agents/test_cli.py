@@ -19,10 +19,10 @@ pytestmark = pytest.mark.django_db(transaction=True)
 GAIA = [str(Path(sys.executable).parent / "gaia")]
 
 
-def gaia(*args, tmp_path):
+def gaia(*args, tmp_path, **extra_env):
     # PYTHONPATH: this checkout's code, whichever checkout the installed script points at.
     env = {**os.environ, "DATABASE_URL": live_database_url(), "GAIA_DATA_DIR": str(tmp_path),
-           "PYTHONPATH": str(ROOT)}
+           "PYTHONPATH": str(ROOT), **extra_env}
     return subprocess.run([*GAIA, *args], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=120)
 
@@ -106,3 +106,41 @@ def test_gaia_agents_export_hides_header_values_and_import_keeps_them(tmp_path):
 
     stored = Provider.objects.get(name="up").options["extra_headers"]
     assert stored == {"X-Token": "tok-very-secret", "X-Org": "env:GAIA_ORG"}
+
+
+def test_gaia_api_stop_stops_a_foreground_run_server(tmp_path, make_key):
+    """``./run`` serves in the foreground (``gaia api start`` without ``--background``); it
+    records itself too, so ``status`` names it and ``stop`` ends it from another terminal."""
+    from tests.conftest import free_port
+
+    port = free_port()
+    env = {**os.environ, "DATABASE_URL": live_database_url(), "GAIA_DATA_DIR": str(tmp_path),
+           "PYTHONPATH": str(ROOT), "GAIA_PORT": str(port)}
+    log_path = tmp_path / "run.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen([str(ROOT / "run")], cwd=ROOT, env=env, stdout=log,
+                                stderr=subprocess.STDOUT)
+    try:
+        for _ in range(1200):
+            status = gaia("api", "status", "--port", str(port), tmp_path=tmp_path)
+            if status.returncode == 0 or proc.poll() is not None:
+                break
+        assert proc.poll() is None, log_path.read_text()
+        assert status.returncode == 0, status.stdout + log_path.read_text()
+        assert f"(pid {proc.pid})" in status.stdout
+        assert "GAIA_API_KEY" in status.stdout  # how to see the components, not "{}"
+        _, key = make_key("ops", scopes=["operator"])
+        checks = gaia("api", "status", "--port", str(port), tmp_path=tmp_path, GAIA_API_KEY=key)
+        assert '"database"' in checks.stdout, checks.stdout
+        again = gaia("api", "start", "--port", str(port), tmp_path=tmp_path)
+        assert again.returncode == 1
+        assert "already runs" in again.stderr
+        stopped = gaia("api", "stop", "--port", str(port), tmp_path=tmp_path)
+        assert stopped.returncode == 0, stopped.stdout
+        assert proc.wait(30) is not None
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    assert gaia("api", "status", "--port", str(port), tmp_path=tmp_path).returncode == 1
+    assert not (tmp_path / f"gaia-api-{port}.pid").exists()

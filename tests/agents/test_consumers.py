@@ -161,7 +161,7 @@ async def test_feed_accepts_the_x_api_key_header(layer, operator_key):
 
 
 async def test_feed_auth_by_first_message(layer, operator_key):
-    comm = communicator(("origin", "http://localhost"))
+    comm = communicator(("origin", "http://localhost"), ("host", "localhost"))
     assert (await comm.connect(TIMEOUT))[0]
     assert await comm.receive_nothing(0.2)  # nothing before authentication
     await comm.send_json_to({"cmd": "auth", "api_key": operator_key[1]})
@@ -236,7 +236,8 @@ async def _session_cookie(client: Any, *, staff: bool) -> str:
 
 async def test_feed_with_a_staff_session(layer, client):
     cookie = await _session_cookie(client, staff=True)
-    comm = communicator(("cookie", f"sessionid={cookie}"), ("origin", "http://localhost"))
+    comm = communicator(("cookie", f"sessionid={cookie}"), ("origin", "http://localhost"),
+                        ("host", "localhost"))
     assert (await comm.connect(TIMEOUT))[0]
     assert (await recv(comm))["event"] == "connected"
     await comm.disconnect()
@@ -244,7 +245,8 @@ async def test_feed_with_a_staff_session(layer, client):
 
 async def test_feed_with_a_non_staff_session_is_closed_4003(layer, client):
     cookie = await _session_cookie(client, staff=False)
-    comm = communicator(("cookie", f"sessionid={cookie}"), ("origin", "http://localhost"))
+    comm = communicator(("cookie", f"sessionid={cookie}"), ("origin", "http://localhost"),
+                        ("host", "localhost"))
     assert (await comm.connect(TIMEOUT))[0]
     assert await closed_with(comm) == CLOSE_FORBIDDEN
 
@@ -256,8 +258,32 @@ async def test_feed_from_a_foreign_origin_is_refused_at_the_handshake(layer, ope
     assert not connected
 
 
-async def test_feed_from_an_allowed_origin_and_without_one(layer, operator_key):
-    for headers in ([("origin", "http://127.0.0.1:8000")], []):
+async def test_feed_from_another_port_of_the_same_host_is_refused(layer, operator_key):
+    """Same-origin means the port too: a page on 127.0.0.1:3000 is not Gaia's."""
+    comm = communicator(("origin", "http://127.0.0.1:3000"), ("host", "127.0.0.1:8000"),
+                        ("authorization", f"Bearer {operator_key[1]}"))
+    assert not (await comm.connect(TIMEOUT))[0]
+
+
+async def test_feed_from_a_listed_origin(layer, operator_key, settings):
+    settings.GAIA_OPERATOR_ALLOWED_ORIGINS = ["http://127.0.0.1:3000"]
+    comm = communicator(("origin", "http://127.0.0.1:3000"), ("host", "127.0.0.1:8000"),
+                        ("x-api-key", operator_key[1]))
+    assert (await comm.connect(TIMEOUT))[0]
+    assert (await recv(comm))["event"] == "connected"
+    await comm.disconnect()
+
+
+async def test_feed_from_a_rebound_host_is_refused(layer, operator_key):
+    """DNS rebinding: a page of evil.example resolved to Gaia is its own origin, but on a host
+    Gaia does not serve (ALLOWED_HOSTS)."""
+    comm = communicator(("origin", "http://evil.example:8000"), ("host", "evil.example:8000"),
+                        ("x-api-key", operator_key[1]))
+    assert not (await comm.connect(TIMEOUT))[0]
+
+
+async def test_feed_from_its_own_origin_and_without_one(layer, operator_key):
+    for headers in ([("origin", "http://127.0.0.1:8000"), ("host", "127.0.0.1:8000")], []):
         comm = communicator(*headers, ("x-api-key", operator_key[1]))
         assert (await comm.connect(TIMEOUT))[0]
         assert (await recv(comm))["event"] == "connected"

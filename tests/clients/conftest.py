@@ -101,17 +101,25 @@ def client_env(gaia_server: Any, api_key: str, tmp_path: Path) -> ClientEnv:
     return ClientEnv(url=gaia_server.url, key=api_key, home=home, work=work)
 
 
+def _installed(find: Callable[[str], Path]) -> Callable[[str], Path]:
+    def get(name: str) -> Path:
+        try:
+            return find(name)
+        except install.InstallError as exc:
+            pytest.fail(str(exc), pytrace=False)
+    return get
+
+
 @pytest.fixture(scope="session")
 def npm_clients() -> Callable[[str], Path]:
-    """``bin(name)``: a Codex CLI or Claude Code executable (installed once, cached)."""
-    install.ensure_npm()
-    return install.npm_bin
+    """``bin(name)``: a Codex CLI or Claude Code executable (``./test`` installed them)."""
+    return _installed(install.require_npm)
 
 
 @pytest.fixture(scope="session")
 def client_python() -> Callable[[str], Path]:
-    """``python(name)``: the interpreter of a client's own virtualenv (made once, cached)."""
-    return install.ensure_venv
+    """``python(name)``: the interpreter of a client's own virtualenv (``./test`` made it)."""
+    return _installed(install.require_venv)
 
 
 # Every agent a client talks to here has server-side tools of its own, and uses one first in

@@ -8,9 +8,11 @@
   (``var/clients/<name>``): Aider pins exact versions of ``openai``, ``pydantic`` and more that
   conflict with Gaia's, and the Agents SDK pins ``websockets<17``; Gaia's venv stays as it is.
 
-A stamp file per install records what was installed; a changed pin reinstalls. Run as
-``python -m tests.clients.install`` (``.ci/run`` does, before the suite) or let the test
-fixtures call :func:`ensure`.
+A stamp file per install records what was installed; a changed pin reinstalls. ``./test``
+installs them in its set-up step (``scripts/bootstrap.sh dev`` runs ``python -m
+tests.clients.install``, which says what it installs), so no test reaches a registry: the
+fixtures only look them up (:func:`require_npm`, :func:`require_venv`) and a missing one fails
+with the command that installs it.
 """
 
 from __future__ import annotations
@@ -57,6 +59,8 @@ def ensure_npm() -> None:
     npm = shutil.which("npm")
     if npm is None:
         raise InstallError("npm is not installed (apt-get install -y nodejs npm).")
+    print(f"Installing the client programs from npm into {CLIENTS}: {', '.join(NPM.values())}",
+          flush=True)
     CLIENTS.mkdir(parents=True, exist_ok=True)
     _run([npm, "install", "--no-audit", "--no-fund", "--no-update-notifier", "--prefix",
           str(CLIENTS), *NPM.values()])
@@ -74,6 +78,7 @@ def ensure_venv(name: str) -> Path:
     want = json.dumps(requirements)
     if stamp.exists() and stamp.read_text() == want and venv_python(name).exists():
         return venv_python(name)
+    print(f"Installing {', '.join(requirements)} from PyPI into {home}", flush=True)
     CLIENTS.mkdir(parents=True, exist_ok=True)
     _run([sys.executable, "-m", "venv", "--clear", str(home)])
     _run([str(venv_python(name)), "-m", "pip", "install", "--quiet",
@@ -88,6 +93,31 @@ def ensure() -> None:
         ensure_venv(name)
 
 
+SETUP = "./test installs them (or: .venv/bin/python -m tests.clients.install)"
+
+
+def require_npm(name: str) -> Path:
+    """An installed npm client's executable; :class:`InstallError` saying how to install it
+    when it is not there (tests never install)."""
+    path = npm_bin(name)
+    if not path.exists():
+        raise InstallError(f"{name} is not installed in {CLIENTS}: {SETUP}.")
+    return path
+
+
+def require_venv(name: str) -> Path:
+    """The interpreter of an installed Python client's virtualenv, as :func:`require_npm`."""
+    path = venv_python(name)
+    if not path.exists():
+        raise InstallError(f"The {name} client ({', '.join(VENVS[name])}) is not installed in "
+                           f"{CLIENTS}: {SETUP}.")
+    return path
+
+
 if __name__ == "__main__":
-    ensure()
-    print(f"clients installed in {CLIENTS}")
+    try:
+        ensure()
+    except InstallError as exc:
+        print(f"Could not install the client programs the tests drive:\n{exc}",
+              file=sys.stderr)
+        sys.exit(1)

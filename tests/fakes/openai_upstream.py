@@ -138,7 +138,10 @@ class FakeOpenAIUpstream(FakeUpstream):
         finish = reply.finish_reason or (
             "tool_calls" if reply.tool_calls else "length" if cut else "stop")
         payload = {**self._ids(body), "object": "chat.completion",
-                   "choices": [{"index": 0, "message": message, "logprobs": None,
+                   "choices": [{"index": 0, "message": message,
+                                "logprobs": {"content": [token_logprob(i, t, body)
+                                                         for i, t in enumerate(tokens)],
+                                             "refusal": None} if body.get("logprobs") else None,
                                 "finish_reason": finish}]}
         if reply.usage is not False:
             pin, pout = reply.usage if isinstance(reply.usage, tuple) else (
@@ -154,8 +157,9 @@ class FakeOpenAIUpstream(FakeUpstream):
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         extra = {"usage": None} if include_usage else {}
 
-        def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
-            return sse({**ids, "choices": [{"index": 0, "delta": delta, "logprobs": None,
+        def chunk(delta: dict[str, Any], finish: str | None = None,
+                  logprobs: dict[str, Any] | None = None) -> bytes:
+            return sse({**ids, "choices": [{"index": 0, "delta": delta, "logprobs": logprobs,
                                             "finish_reason": finish}], **extra})
 
         reply = action if isinstance(action, Reply) else Reply()
@@ -171,7 +175,9 @@ class FakeOpenAIUpstream(FakeUpstream):
             if limit is not None and i == limit:
                 break
             await self.pace(i, reply)
-            yield chunk({"content": token})
+            yield chunk({"content": token}, logprobs={
+                "content": [token_logprob(i, token, body)], "refusal": None,
+            } if body.get("logprobs") else None)
             sent += 1
         if isinstance(action, Fail):
             yield sse(self.error_body(action))
@@ -203,6 +209,17 @@ class FakeOpenAIUpstream(FakeUpstream):
             yield sse({**ids, "choices": [], "usage": {
                 "prompt_tokens": pin, "completion_tokens": pout, "total_tokens": pin + pout}})
         yield sse(b"[DONE]")
+
+
+def token_logprob(index: int, token: str, body: dict[str, Any]) -> dict[str, Any]:
+    """The fake's log probability of its ``index``-th token (asked for with ``logprobs``):
+    ``-0.25 * (index % 4) - 0.01``, with ``top_logprobs`` alternatives ``alt0``, ``alt1``...
+    below it."""
+    logprob = -0.25 * (index % 4) - 0.01
+    top = [{"token": f"alt{k}", "logprob": logprob - 1 - k, "bytes": list(f"alt{k}".encode())}
+           for k in range(int(body.get("top_logprobs") or 0))]
+    return {"token": token, "logprob": logprob, "bytes": list(token.encode()),
+            "top_logprobs": top}
 
 
 async def _once(body: bytes) -> AsyncIterator[bytes]:

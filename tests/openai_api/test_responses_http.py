@@ -77,7 +77,7 @@ def test_responses_input_items_and_nested_tools(gaia_server, make_agent, api_key
         "model": "sys", "instructions": "INSTR", "store": False, "reasoning": {"effort": "high"},
         "metadata": {"a": "b"}, "max_output_tokens": 50, "parallel_tool_calls": False,
         "tools": [{"type": "function", "function": {"name": "nested", "parameters": {}}},
-                  {"type": "function", "name": "flat"}, {"type": "web_search_preview"}],
+                  {"type": "function", "name": "flat"}],
         "input": [
             {"type": "message", "role": "developer", "content": "DEV"},
             {"role": "user", "content": [{"type": "input_text", "text": "q"}]},
