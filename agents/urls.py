@@ -3,7 +3,7 @@
 from django.urls import path, re_path
 
 from agents import apis
-from agents.apis import tools
+from agents.apis import tools, usage
 
 app_name = "operator"
 
@@ -33,5 +33,6 @@ urlpatterns = [
     path("approvals/<str:approval_id>", tools.ApprovalDecideApi.as_view(),
          name="approval-detail"),
     path("inject", apis.InjectApi.as_view(), name="inject"),
+    path("usage", usage.UsageApi.as_view(), name="usage"),
     re_path(r"^[\s\S]*$", apis.ApiNotFoundApi.as_view()),
 ]

@@ -36,6 +36,9 @@ from agents.models.threads import (
     Message,
     Thread,
 )
+from agents.models.usage import (
+    UsageBucket,
+)
 
 __all__ = [
     "APPROVAL_HELP",
@@ -58,6 +61,7 @@ __all__ = [
     "Team",
     "TeamMember",
     "Thread",
+    "UsageBucket",
     "approval_rule_valid",
     "options_masked",
     "options_unmasked",

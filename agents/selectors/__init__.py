@@ -64,8 +64,16 @@ from agents.selectors.threads import (
     thread_public,
     thread_public_row,
 )
+from agents.selectors.usage import (
+    usage_filters_resolve,
+    usage_summary,
+    usage_window,
+)
 
 __all__ = [
+    "usage_filters_resolve",
+    "usage_summary",
+    "usage_window",
     "INJECT_PAYLOAD_SCHEMA",
     "MAX_SCOPE_FACTS",
     "REDACTED",

@@ -1,0 +1,209 @@
+"""Reads of usage over time (the roll-up :class:`agents.models.UsageBucket`): requests,
+tokens, errors by kind and the p50/p95 of time to first token and duration, over a window,
+per bucket and per agent, key and upstream model. ``/api/v1/usage`` and the console's
+charts (which read that API) both come here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db.models import Sum
+from django.utils import timezone
+
+from agents.exceptions import InvalidRequest, NotFound
+from agents.models import Agent, ApiKey, UsageBucket
+from agents.models.usage import (
+    BINS,
+    DURATION_COLUMNS,
+    SPAN_HOUR,
+    SPAN_MINUTE,
+    TTFT_COLUMNS,
+    usage_bin_value,
+)
+
+# Named windows, with the bucket each is charted in unless another is asked for.
+RANGES = {"1h": (timedelta(hours=1), 60), "1d": (timedelta(days=1), 900),
+          "7d": (timedelta(days=7), 3600), "30d": (timedelta(days=30), 21600)}
+BUCKETS = {"1m": 60, "5m": 300, "15m": 900, "1h": 3600, "6h": 21600, "1d": 86400}
+MAX_POINTS = 2000
+PERCENTILES = (50, 95)
+_SUMS = ["requests", "input_tokens", "output_tokens", *TTFT_COLUMNS, *DURATION_COLUMNS]
+
+
+@dataclass(frozen=True)
+class UsageWindow:
+    since: datetime  # aligned to the bucket
+    until: datetime  # aligned up to the bucket
+    bucket: int  # seconds
+
+    @property
+    def points(self) -> int:
+        return int((self.until - self.since).total_seconds()) // self.bucket
+
+
+def _floor(at: datetime, seconds: int) -> datetime:
+    return at.replace(microsecond=0) - timedelta(seconds=int(at.timestamp()) % seconds)
+
+
+def usage_window(*, range_name: str | None = None, since: datetime | None = None,
+                 until: datetime | None = None, bucket: str | None = None,
+                 now: datetime | None = None) -> UsageWindow:
+    """The window a usage query covers: a named range (``1h``, ``1d``, ``7d``, ``30d``,
+    ending now) or ``since`` [``until``, default now]; buckets of ``bucket`` (``1m`` ...
+    ``1d``; default: the range's, or the smallest with at most 400 points). The window is
+    widened to whole buckets. Raises :class:`InvalidRequest` naming the bad parameter."""
+    now = now or timezone.now()
+    if range_name is not None and (since is not None or until is not None):
+        raise InvalidRequest("Give either range or since/until, not both.", param="range",
+                             code="invalid_range")
+    if range_name is not None:
+        if range_name not in RANGES:
+            raise InvalidRequest(f"range must be one of {', '.join(RANGES)}.", param="range",
+                                 code="invalid_range")
+        length, default_bucket = RANGES[range_name]
+        since, until = now - length, now
+    else:
+        if since is None:
+            if until is not None:
+                raise InvalidRequest("until needs since.", param="since", code="invalid_range")
+            length, default_bucket = RANGES["1d"]
+            since, until = now - length, now
+        else:
+            until = until or now
+            if until <= since:
+                raise InvalidRequest("until must be after since.", param="until",
+                                     code="invalid_range")
+            seconds = (until - since).total_seconds()
+            default_bucket = next((b for b in BUCKETS.values() if seconds / b <= 400),
+                                  BUCKETS["1d"])
+    if bucket is not None and bucket not in BUCKETS:
+        raise InvalidRequest(f"bucket must be one of {', '.join(BUCKETS)}.", param="bucket",
+                             code="invalid_bucket")
+    size = BUCKETS[bucket] if bucket is not None else default_bucket
+    start = _floor(since, size)
+    end = _floor(until, size)
+    if end < until:
+        end += timedelta(seconds=size)
+    window = UsageWindow(start, end, size)
+    if window.points > MAX_POINTS:
+        raise InvalidRequest(
+            f"{window.points} buckets of {size} s: at most {MAX_POINTS}; ask for larger "
+            "buckets or a shorter range.", param="bucket", code="too_many_buckets")
+    return window
+
+
+def _percentiles(row: dict[str, Any], columns: list[str]) -> dict[str, float | None]:
+    counts = [row.get(c) or 0 for c in columns]
+    total = sum(counts)
+    out: dict[str, float | None] = {}
+    for p in PERCENTILES:
+        if not total:
+            out[f"p{p}"] = None
+            continue
+        want, seen = total * p / 100, 0
+        for i, n in enumerate(counts):
+            seen += n
+            if seen >= want:
+                out[f"p{p}"] = round(usage_bin_value(i), 1)
+                break
+    return out
+
+
+def _figures(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "requests": row.get("requests") or 0,
+        "input_tokens": row.get("input_tokens") or 0,
+        "output_tokens": row.get("output_tokens") or 0,
+        "errors": dict(sorted((row.get("errors") or {}).items())),
+        "ttft_ms": _percentiles(row, TTFT_COLUMNS),
+        "duration_ms": _percentiles(row, DURATION_COLUMNS),
+    }
+
+
+def _add(into: dict[str, Any], row: dict[str, Any]) -> None:
+    for c in _SUMS:
+        into[c] = into.get(c, 0) + (row[c] or 0)
+    if row["error_kind"]:
+        errors = into.setdefault("errors", {})
+        errors[row["error_kind"]] = errors.get(row["error_kind"], 0) + (row["requests"] or 0)
+
+
+def usage_filters_resolve(*, agent: str | None = None, key: str | None = None
+                          ) -> tuple[int | None, int | None]:
+    """The ids of the agent (by slug) and the API key (by prefix or id) a usage query is
+    filtered by. Raises :class:`NotFound` for an unknown one."""
+    agent_id = key_id = None
+    if agent is not None:
+        agent_id = Agent.objects.filter(slug=agent).values_list("pk", flat=True).first()
+        if agent_id is None:
+            raise NotFound(f"No agent {agent!r}.", param="agent", code="agent_not_found")
+    if key is not None:
+        match = ApiKey.objects.filter(prefix=key)
+        if key.isdigit():
+            match = ApiKey.objects.filter(pk=int(key)) | match
+        key_id = match.values_list("pk", flat=True).first()
+        if key_id is None:
+            raise NotFound(f"No API key {key!r} (give its prefix or id).", param="key",
+                           code="key_not_found")
+    return agent_id, key_id
+
+
+def usage_summary(*, window: UsageWindow, agent_id: int | None = None,
+                  key_id: int | None = None, model: str | None = None) -> dict[str, Any]:
+    """Usage in ``window``: totals, one point per bucket (every bucket, empty ones too) and
+    the breakdowns per agent, per key and per upstream model, each with requests, tokens,
+    errors by kind and p50/p95 of time to first token and duration (ms, to within a bin)."""
+    span = SPAN_MINUTE if window.bucket < SPAN_HOUR else SPAN_HOUR
+    rows = UsageBucket.objects.filter(span=span, start__gte=window.since,
+                                      start__lt=window.until)
+    if agent_id is not None:
+        rows = rows.filter(agent_id=agent_id)
+    if key_id is not None:
+        rows = rows.filter(key_id=key_id)
+    if model is not None:
+        rows = rows.filter(model=model)
+    sums = {c: Sum(c) for c in _SUMS}
+
+    points: list[dict[str, Any]] = [{} for _ in range(window.points)]
+    base = window.since.timestamp()
+    for row in rows.order_by().values("start", "error_kind").annotate(**sums):
+        i = int((row["start"].timestamp() - base) // window.bucket)
+        if 0 <= i < len(points):
+            _add(points[i], row)
+
+    totals: dict[str, Any] = {}
+    by: dict[str, dict[Any, dict[str, Any]]] = {"agent": {}, "key": {}, "model": {}}
+    for row in rows.order_by().values("agent_id", "key_id", "model", "error_kind").annotate(
+            **sums):
+        _add(totals, row)
+        _add(by["agent"].setdefault(row["agent_id"], {}), row)
+        _add(by["key"].setdefault(row["key_id"], {}), row)
+        _add(by["model"].setdefault(row["model"], {}), row)
+
+    slugs = dict(Agent.objects.filter(pk__in=list(by["agent"])).values_list("pk", "slug"))
+    keys = {k.pk: k for k in ApiKey.objects.filter(pk__in=list(by["key"])).only(
+        "pk", "prefix", "name")}
+
+    def ranked(group: dict[Any, dict[str, Any]], label: Any) -> list[dict[str, Any]]:
+        out = [{**label(k), **_figures(v)} for k, v in group.items()]
+        return sorted(out, key=lambda r: -r["requests"])
+
+    def key_label(pk: int) -> dict[str, Any]:
+        k = keys.get(pk)
+        return {"key": k.prefix if k else None,
+                "name": k.name if k else ("no key" if pk == 0 else "deleted key")}
+
+    return {
+        "since": window.since.isoformat(),
+        "until": window.until.isoformat(),
+        "bucket_seconds": window.bucket,
+        "bins": BINS,
+        "totals": _figures(totals),
+        "series": [{"start": (window.since + timedelta(seconds=i * window.bucket)).isoformat(),
+                    **_figures(p)} for i, p in enumerate(points)],
+        "by_agent": ranked(by["agent"], lambda pk: {"agent": slugs.get(pk, str(pk))}),
+        "by_key": ranked(by["key"], key_label),
+        "by_model": ranked(by["model"], lambda m: {"model": m}),
+    }
