@@ -46,6 +46,7 @@ class UsageTurn:
     latency_ms: int | None
 
 
+_ROWS_PER_STATEMENT = 500  # SQLite takes 32,766 parameters in a statement; a row has 8 to 11
 _KEY = ["span", "start", "agent_id", "key_id", "model", "error_kind"]
 
 
@@ -88,15 +89,17 @@ def usage_record_many(*, turns: Iterable[UsageTurn]) -> int:
             names = _KEY + list(columns)
             sets = ", ".join(f"{c} = {table}.{c} + excluded.{c}" for c in columns)
             one = "(" + ", ".join(["%s"] * len(names)) + ")"
-            sql = (f"INSERT INTO {table} ({', '.join(names)}) VALUES "  # noqa: S608
-                   + ", ".join([one] * len(group))
-                   + f" ON CONFLICT ({', '.join(_KEY)}) DO UPDATE SET {sets}")
-            params: list[Any] = []
-            for key, row in group:
-                span, start, *rest = key
-                params += [span, field.get_db_prep_save(start, connection), *rest,
-                           *(row[c] for c in columns)]
-            cursor.execute(sql, params)
+            for i in range(0, len(group), _ROWS_PER_STATEMENT):
+                batch = group[i:i + _ROWS_PER_STATEMENT]
+                sql = (f"INSERT INTO {table} ({', '.join(names)}) VALUES "  # noqa: S608
+                       + ", ".join([one] * len(batch))
+                       + f" ON CONFLICT ({', '.join(_KEY)}) DO UPDATE SET {sets}")
+                params: list[Any] = []
+                for key, row in batch:
+                    span, start, *rest = key
+                    params += [span, field.get_db_prep_save(start, connection), *rest,
+                               *(row[c] for c in columns)]
+                cursor.execute(sql, params)
     return len(rows)
 
 
