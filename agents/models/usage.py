@@ -16,8 +16,6 @@ import math
 
 from django.db import models
 
-from agents.models.agents import Agent
-
 # Bins of milliseconds: bin 0 holds [0, 10), bin i holds [10 * 1.5**(i-1), 10 * 1.5**i), the
 # last one everything from 10 * 1.5**30 ms (about 32 minutes) up.
 BINS = 32
@@ -54,10 +52,21 @@ DURATION_COLUMNS = [f"duration_{i}" for i in range(BINS)]
 
 
 class UsageBucket(models.Model):
+    class Shape(models.IntegerChoices):
+        # Each turn is counted in three shapes of row, so the common reads stay small: the
+        # dashboard's series and per-agent/per-model tables read AGENT_MODEL rows (a few per
+        # bucket), its per-key table KEY rows; a key filter (or a per-key table under an
+        # agent or model filter) reads the FULL rows, narrowed by the filter.
+        FULL = 0, "agent, key, model"
+        AGENT_MODEL = 1, "agent and model (all keys)"
+        KEY = 2, "key (all agents and models)"
+
     span = models.PositiveSmallIntegerField(help_text="The bucket's length in seconds.")
+    shape = models.PositiveSmallIntegerField(choices=Shape.choices)
     start = models.DateTimeField()
-    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="+")
-    # Not a foreign key: a deleted key's usage stays, and the conflict target needs no NULL.
+    # Plain ids, not foreign keys: a deleted agent's or key's usage stays, and the conflict
+    # target needs no NULL. 0: all agents (KEY rows); 0: no key, or all keys (AGENT_MODEL).
+    agent_id = models.PositiveIntegerField(default=0)
     key_id = models.PositiveIntegerField(default=0, help_text="The API key's id (0: none).")
     model = models.CharField(max_length=200, blank=True, help_text="The upstream model.")
     error_kind = models.CharField(
@@ -71,7 +80,7 @@ class UsageBucket(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=["span", "start", "agent", "key_id", "model", "error_kind"],
+                fields=["span", "shape", "start", "agent_id", "key_id", "model", "error_kind"],
                 name="usage_bucket_unique"),
         ]
 

@@ -173,48 +173,69 @@ def usage_summary(*, window: UsageWindow, agent_id: int | None = None,
     the breakdowns per agent, per key and per upstream model, each with requests, tokens,
     errors by kind and p50/p95 of time to first token and duration (ms, to within a bin).
 
-    Two grouped reads of the roll-up's rows in the window (minute rows for buckets under an
-    hour, else hour rows), in SQL without the ORM: at 7 days of a busy server that is tens
-    of thousands of rows of 67 sums, and the ORM's per-value converters cost more than the
-    database's work (scripts/perf/usage.py)."""
+    Three grouped reads of the roll-up's rows in the window (minute rows for buckets under
+    an hour, else hour rows; of the shape that holds the least for each part), in SQL
+    without the ORM: rows of 67 sums, whose per-value converters in the ORM cost more than
+    the database's work (scripts/perf/usage.py)."""
     span = SPAN_MINUTE if window.bucket < SPAN_HOUR else SPAN_HOUR
     qn = connection.ops.quote_name
     start_field = UsageBucket._meta.get_field("start")
-    where = [f"{qn('span')} = %s", f"{qn('start')} >= %s", f"{qn('start')} < %s"]
-    params: list[Any] = [span, start_field.get_db_prep_value(window.since, connection),
-                         start_field.get_db_prep_value(window.until, connection)]
-    for column, value in (("agent_id", agent_id), ("key_id", key_id), ("model", model)):
-        if value is not None:
-            where.append(f"{qn(column)} = %s")
-            params.append(value)
+    window_params = [span, start_field.get_db_prep_value(window.since, connection),
+                     start_field.get_db_prep_value(window.until, connection)]
     sums = ", ".join(f"SUM({qn(c)})" for c in _SUMS)
     table = qn(UsageBucket._meta.db_table)
-    condition = " AND ".join(where)
 
-    def grouped(columns: list[str]) -> list[tuple[Any, ...]]:
+    def grouped(shape: int, columns: list[str], filters: dict[str, Any]
+                ) -> list[tuple[Any, ...]]:
+        where = [f"{qn('span')} = %s", f"{qn('shape')} = %s", f"{qn('start')} >= %s",
+                 f"{qn('start')} < %s"]
+        params = [window_params[0], shape, *window_params[1:]]
+        for column, value in filters.items():
+            if value is not None:
+                where.append(f"{qn(column)} = %s")
+                params.append(value)
         names = ", ".join(qn(c) for c in columns)
         with connection.cursor() as cursor:
             cursor.execute(f"SELECT {names}, {sums} FROM {table} "  # noqa: S608
-                           f"WHERE {condition} GROUP BY {names}", params)
+                           f"WHERE {' AND '.join(where)} GROUP BY {names}", params)
             return cursor.fetchall()
+
+    # Which rows answer which part (UsageBucket.Shape): the fewest that hold it.
+    shape = UsageBucket.Shape
+    narrowed = {"agent_id": agent_id, "model": model}
+    if key_id is not None:
+        main, main_filters = shape.FULL, {**narrowed, "key_id": key_id}
+    else:
+        main, main_filters = shape.AGENT_MODEL, narrowed
 
     points = [_Acc() for _ in range(window.points)]
     base = window.since.timestamp()
-    for start, kind, *values in grouped(["start", "error_kind"]):
+    for start, kind, *values in grouped(main, ["start", "error_kind"], main_filters):
         i = int((_epoch(start) - base) // window.bucket)
         if 0 <= i < len(points):
             points[i].add(kind, values)
 
     totals = _Acc()
     by: dict[str, dict[Any, _Acc]] = {"agent": {}, "key": {}, "model": {}}
-    for agent, key, model_name, kind, *values in grouped(
-            ["agent_id", "key_id", "model", "error_kind"]):
+
+    def tally(group: str, value: Any, kind: str, values: tuple[Any, ...]) -> None:
+        acc = by[group].get(value)
+        if acc is None:
+            acc = by[group][value] = _Acc()
+        acc.add(kind, values)
+
+    for agent, model_name, kind, *values in grouped(
+            main, ["agent_id", "model", "error_kind"], main_filters):
         totals.add(kind, values)
-        for group, value in (("agent", agent), ("key", key), ("model", model_name)):
-            acc = by[group].get(value)
-            if acc is None:
-                acc = by[group][value] = _Acc()
-            acc.add(kind, values)
+        tally("agent", agent, kind, values)
+        tally("model", model_name, kind, values)
+    if key_id is None and agent_id is None and model is None:
+        by_key = grouped(shape.KEY, ["key_id", "error_kind"], {})
+    else:
+        by_key = grouped(shape.FULL, ["key_id", "error_kind"],
+                         {**narrowed, "key_id": key_id})
+    for key, kind, *values in by_key:
+        tally("key", key, kind, values)
 
     slugs = dict(Agent.objects.filter(pk__in=list(by["agent"])).values_list("pk", "slug"))
     keys = {k.pk: k for k in ApiKey.objects.filter(pk__in=list(by["key"])).only(

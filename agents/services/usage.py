@@ -1,6 +1,7 @@
 """Writes of the usage roll-up (:class:`agents.models.UsageBucket`): a finished turn adds
-itself to its minute's and its hour's rows in the transaction that stores its reply, one
-``INSERT ... ON CONFLICT DO UPDATE`` statement (PostgreSQL and SQLite alike)."""
+itself to its minute's and its hour's rows (in each of the three shapes,
+:class:`UsageBucket.Shape`) in the transaction that stores its reply, one ``INSERT ... ON
+CONFLICT DO UPDATE`` statement of six rows (PostgreSQL and SQLite alike)."""
 
 from __future__ import annotations
 
@@ -46,8 +47,8 @@ class UsageTurn:
     latency_ms: int | None
 
 
-_ROWS_PER_STATEMENT = 500  # SQLite takes 32,766 parameters in a statement; a row has 8 to 11
-_KEY = ["span", "start", "agent_id", "key_id", "model", "error_kind"]
+_ROWS_PER_STATEMENT = 500  # SQLite takes 32,766 parameters in a statement; a row has 9 to 12
+_KEY = ["span", "shape", "start", "agent_id", "key_id", "model", "error_kind"]
 
 
 def usage_record(*, turn: UsageTurn) -> None:
@@ -60,22 +61,26 @@ def usage_record_many(*, turns: Iterable[UsageTurn]) -> int:
     """Add ``turns`` to the roll-up: they are summed per bucket first, then written with
     one upsert per bucket row. Returns how many rows were written."""
     rows: dict[tuple[Any, ...], dict[str, int]] = {}
+    shape = UsageBucket.Shape
     for t in turns:
+        ttft = f"ttft_{usage_bin(t.ttft_ms)}" if t.ttft_ms is not None else None
+        duration = f"duration_{usage_bin(t.latency_ms)}" if t.latency_ms is not None else None
+        model = t.model[:200]
         for span in SPANS:
-            key = (span, bucket_start(t.at, span), t.agent_id, t.key_id, t.model[:200],
-                   t.error_kind)
-            row = rows.get(key)
-            if row is None:
-                row = rows[key] = {"requests": 0, "input_tokens": 0, "output_tokens": 0}
-            row["requests"] += 1
-            row["input_tokens"] += t.input_tokens or 0
-            row["output_tokens"] += t.output_tokens or 0
-            if t.ttft_ms is not None:
-                column = f"ttft_{usage_bin(t.ttft_ms)}"
-                row[column] = row.get(column, 0) + 1
-            if t.latency_ms is not None:
-                column = f"duration_{usage_bin(t.latency_ms)}"
-                row[column] = row.get(column, 0) + 1
+            at = bucket_start(t.at, span)
+            for key in ((span, shape.FULL, at, t.agent_id, t.key_id, model, t.error_kind),
+                        (span, shape.AGENT_MODEL, at, t.agent_id, 0, model, t.error_kind),
+                        (span, shape.KEY, at, 0, t.key_id, "", t.error_kind)):
+                row = rows.get(key)
+                if row is None:
+                    row = rows[key] = {"requests": 0, "input_tokens": 0, "output_tokens": 0}
+                row["requests"] += 1
+                row["input_tokens"] += t.input_tokens or 0
+                row["output_tokens"] += t.output_tokens or 0
+                if ttft is not None:
+                    row[ttft] = row.get(ttft, 0) + 1
+                if duration is not None:
+                    row[duration] = row.get(duration, 0) + 1
     if not rows:
         return 0
     table = connection.ops.quote_name(UsageBucket._meta.db_table)
@@ -96,9 +101,9 @@ def usage_record_many(*, turns: Iterable[UsageTurn]) -> int:
                        + f" ON CONFLICT ({', '.join(_KEY)}) DO UPDATE SET {sets}")
                 params: list[Any] = []
                 for key, row in batch:
-                    span, start, *rest = key
-                    params += [span, field.get_db_prep_save(start, connection), *rest,
-                               *(row[c] for c in columns)]
+                    span, shape_, start, *rest = key
+                    params += [span, int(shape_), field.get_db_prep_save(start, connection),
+                               *rest, *(row[c] for c in columns)]
                 cursor.execute(sql, params)
     return len(rows)
 

@@ -51,7 +51,8 @@ def test_turns_of_one_minute_share_a_row_per_span(make_agent, make_key):
     turn(agent, key=key)
     turn(agent, key=key, ttft=5000, tokens=(1, 1))
     turn(agent, key=key, error="boom", finish="error", ttft=None, latency=30)
-    rows = UsageBucket.objects.filter(agent=agent).order_by("span", "error_kind")
+    rows = UsageBucket.objects.filter(agent_id=agent.pk, shape=UsageBucket.Shape.FULL
+                                      ).order_by("span", "error_kind")
     # A minute boundary may fall between the turns: at most two minute rows per kind.
     assert {r.span for r in rows} == {60, 3600}
     hour = [r for r in rows if r.span == 3600]
@@ -64,6 +65,12 @@ def test_turns_of_one_minute_share_a_row_per_span(make_agent, make_key):
     assert getattr(hour[1], f"duration_{usage_bin(30)}") == 1
     assert sum(getattr(hour[1], f"ttft_{i}") for i in range(BINS)) == 0  # none reported
     assert sum(r.requests for r in rows if r.span == 60) == 3
+    # The same turns in the other two shapes: per agent and model, and per key.
+    for shape, where in ((UsageBucket.Shape.AGENT_MODEL, {"agent_id": agent.pk, "key_id": 0}),
+                         (UsageBucket.Shape.KEY, {"agent_id": 0, "key_id": key.pk})):
+        same = UsageBucket.objects.filter(shape=shape, span=3600, **where)
+        assert sorted((r.error_kind, r.requests, r.input_tokens) for r in same) == [
+            ("", 2, 8), ("error", 1, 7)]
 
 
 def test_a_failed_write_leaves_no_usage(make_agent):
@@ -76,7 +83,7 @@ def test_a_failed_write_leaves_no_usage(make_agent):
 
     with pytest.raises(RuntimeError):
         turn_then_fail()
-    assert not UsageBucket.objects.filter(agent=agent).exists()
+    assert not UsageBucket.objects.filter(agent_id=agent.pk).exists()
 
 
 def test_an_abandoned_turn_counts_as_interrupted(make_agent):
@@ -86,7 +93,8 @@ def test_an_abandoned_turn_counts_as_interrupted(make_agent):
                                    lock_expires_at=timezone.now() - timedelta(seconds=1))
     thread.messages.create(seq=0, role="user", content="hello")
     assert services.thread_leases_sweep() == 1
-    row = UsageBucket.objects.get(agent=agent, span=3600)
+    row = UsageBucket.objects.get(agent_id=agent.pk, span=3600,
+                                  shape=UsageBucket.Shape.AGENT_MODEL)
     assert (row.error_kind, row.requests, row.model) == ("interrupted", 1, agent.model_name)
 
 

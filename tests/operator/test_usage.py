@@ -55,7 +55,8 @@ def usage(server: Any, secret: str, params: dict[str, str]) -> httpx.Response:
 
 
 def replies(**filters: Any) -> list[Message]:
-    return list(Message.objects.filter(role="assistant", internal=False, **filters))
+    return list(Message.objects.filter(role="assistant", internal=False, **filters)
+                .select_related("thread"))
 
 
 def true_percentile(values: list[int], p: int) -> int:
@@ -123,6 +124,10 @@ def test_usage_counts_what_the_turns_stored(gaia_server: Any, fleet: dict[str, A
         narrowed = usage(gaia_server, fleet["operator"], {"range": "1d", **params}).json()
         assert_matches(narrowed["totals"], rows)
         assert sum(p["requests"] for p in narrowed["series"]) == len(rows), params
+        for row in narrowed["by_key"]:  # the per-key table is narrowed too
+            key = ApiKey.objects.get(prefix=row["key"])
+            assert_matches(row, [r for r in rows if r.thread.api_key_id == key.pk])
+        assert sum(r["requests"] for r in narrowed["by_key"]) == len(rows)
 
     # Larger buckets, a custom window and the hourly table say the same.
     for params in ({"range": "7d"}, {"range": "1d", "bucket": "1h"},
