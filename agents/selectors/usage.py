@@ -83,10 +83,14 @@ def usage_window(*, range_name: str | None = None, since: datetime | None = None
         raise InvalidRequest(f"bucket must be one of {', '.join(BUCKETS)}.", param="bucket",
                              code="invalid_bucket")
     size = BUCKETS[bucket] if bucket is not None else default_bucket
-    start = _floor(since, size)
-    end = _floor(until, size)
-    if end < until:
-        end += timedelta(seconds=size)
+    try:
+        start = _floor(since, size)
+        end = _floor(until, size)
+        if end < until:
+            end += timedelta(seconds=size)
+    except (OverflowError, ValueError, OSError):  # at the ends of the calendar
+        raise InvalidRequest("The window is out of range.", param="since",
+                             code="invalid_range") from None
     window = UsageWindow(start, end, size)
     if window.points > MAX_POINTS:
         raise InvalidRequest(
