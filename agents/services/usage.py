@@ -113,7 +113,11 @@ def usage_rebuild(*, chunk: int = 20000) -> int:
     """Build the roll-up again from the stored replies (the client-facing assistant
     messages): for a database whose turns finished before the roll-up existed. The upstream
     model of an old reply is unknown: its agent's current model stands in. Returns how many
-    replies were counted."""
+    replies were counted.
+
+    Replies are read in time order, so the roll-up's rows are written in the order turns
+    write them: a range of time is then a run of neighbouring rows on disk, not rows
+    scattered over the whole table (at 1M messages, 1 s instead of tens of ms for a day)."""
     from agents.models import Agent
 
     UsageBucket.objects.all().delete()
@@ -122,7 +126,7 @@ def usage_rebuild(*, chunk: int = 20000) -> int:
                .values_list("created_at", "thread__agent_id", "thread__api_key_id",
                             "finish_reason", "error", "input_tokens", "output_tokens",
                             "ttft_ms", "latency_ms")
-               .order_by("pk"))
+               .order_by("created_at", "pk"))
     counted = 0
     batch: list[UsageTurn] = []
     for at, agent_id, key_id, finish, error, tin, tout, ttft, latency in replies.iterator(

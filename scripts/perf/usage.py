@@ -272,7 +272,7 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=1_000_000)
     parser.add_argument("--requests", type=int, default=30, help="per range")
     parser.add_argument("--turns", type=int, default=300, help="per round of the turn cost")
-    parser.add_argument("--keep", action="store_true", help="keep the PostgreSQL database")
+    parser.add_argument("--keep", action="store_true", help="keep the database (and the data dir)")
     args = parser.parse_args()
 
     tmp = tempfile.mkdtemp(prefix="gaia-perf-usage-")
@@ -321,7 +321,11 @@ def main() -> None:
 
             connections.close_all()
             pg_database(pg_url, pg_name, create=False)
-        shutil.rmtree(tmp, ignore_errors=True)
+        if args.keep:
+            print(f"kept: GAIA_DATA_DIR={tmp}" + (f" DATABASE_URL={env['DATABASE_URL']}"
+                                                  if pg_url else ""))
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
 
     print(f"\nUsage over time on {db}: {data['messages']:,} messages in {data['threads']:,} "
           f"threads over 30 days, 8 agents, 4 models, 20 keys")
