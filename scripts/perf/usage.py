@@ -124,7 +124,7 @@ def _bulk(connection: Any, model: Any, rows: list[dict[str, Any]]) -> None:
     fields = [f for f in model._meta.concrete_fields
               if not (f.primary_key and f.get_internal_type() in ("AutoField", "BigAutoField"))]
     consts = {f.attname: f.get_default() for f in fields}
-    names = [f.column for f in fields]
+    names = [connection.ops.quote_name(f.column) for f in fields]
     table = model._meta.db_table
     if connection.vendor == "postgresql":
         from psycopg.types.json import Jsonb
