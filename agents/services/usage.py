@@ -117,7 +117,8 @@ def usage_rebuild(*, chunk: int = 20000) -> int:
 
     Replies are read in time order, so the roll-up's rows are written in the order turns
     write them: a range of time is then a run of neighbouring rows on disk, not rows
-    scattered over the whole table (at 1M messages, 1 s instead of tens of ms for a day)."""
+    scattered over the whole table (at 1M messages on SQLite, a day's read went from 1.05 s
+    to 0.35 s, scripts/perf/usage.py)."""
     from agents.models import Agent
 
     UsageBucket.objects.all().delete()
