@@ -3,7 +3,7 @@
 from django.urls import path, re_path
 
 from agents import apis
-from agents.apis import console, tools
+from agents.apis import console, tools, usage
 
 app_name = "operator"
 
@@ -40,5 +40,6 @@ urlpatterns = [
     path("providers/<str:name>", console.ProviderDetailApi.as_view(), name="provider-detail"),
     path("providers/<str:name>/test", console.ProviderTestApi.as_view(), name="provider-test"),
     path("audit", console.AuditListApi.as_view(), name="audit-list"),
+    path("usage", usage.UsageApi.as_view(), name="usage"),
     re_path(r"^[\s\S]*$", apis.ApiNotFoundApi.as_view()),
 ]

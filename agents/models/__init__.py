@@ -39,6 +39,9 @@ from agents.models.threads import (
     Message,
     Thread,
 )
+from agents.models.usage import (
+    UsageBucket,
+)
 
 __all__ = [
     "APPROVAL_HELP",
@@ -62,6 +65,7 @@ __all__ = [
     "Team",
     "TeamMember",
     "Thread",
+    "UsageBucket",
     "approval_rule_valid",
     "options_masked",
     "options_unmasked",

@@ -78,6 +78,11 @@ from agents.selectors.threads import (
     thread_public,
     thread_public_row,
 )
+from agents.selectors.usage import (
+    usage_filters_resolve,
+    usage_summary,
+    usage_window,
+)
 
 __all__ = [
     "agent_last_error",
@@ -90,6 +95,9 @@ __all__ = [
     "provider_get",
     "provider_list",
     "provider_public",
+    "usage_filters_resolve",
+    "usage_summary",
+    "usage_window",
     "INJECT_PAYLOAD_SCHEMA",
     "MAX_SCOPE_FACTS",
     "REDACTED",

@@ -87,6 +87,13 @@ from agents.services.tools import (
     mcp_servers_export,
     mcp_servers_import,
 )
+from agents.services.usage import (
+    UsageTurn,
+    usage_error_kind,
+    usage_rebuild,
+    usage_record,
+    usage_record_many,
+)
 
 __all__ = [
     "AGENT_FIELDS",
@@ -153,4 +160,9 @@ __all__ = [
     "thread_leases_sweep",
     "thread_turn_begin",
     "thread_turn_finish",
+    "usage_error_kind",
+    "usage_rebuild",
+    "usage_record",
+    "usage_record_many",
+    "UsageTurn",
 ]

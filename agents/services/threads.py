@@ -18,6 +18,7 @@ from agents import events, llm, realtime, selectors
 from agents.exceptions import NotFound
 from agents.models import Agent, ApiKey, Message, Thread
 from agents.rows import Add, rows_insert, rows_update
+from agents.services.usage import UsageTurn, usage_error_kind, usage_record
 
 FAILED_FINISHES = ("error", "client_disconnected", "interrupted")
 INTERRUPTED_ERROR = ("The turn was interrupted: the server process running it stopped before "
@@ -56,6 +57,7 @@ class TurnStart:
     agent_id: int = 0
     agent_slug: str = ""
     found: str = "new"  # how: new, forked, continued (history matched), stateful (log line)
+    key_id: int = 0  # the API key's id (0: none), for the usage roll-up
 
 
 def thread_turn_begin(
@@ -155,7 +157,8 @@ def thread_turn_begin(
                                  created=True)
             return TurnStart(new.pk, token, incoming, chain[-1], len(incoming), client,
                              message_ids=tuple(r.pk for r in rows), agent_id=agent.pk,
-                             agent_slug=agent.slug, found="forked" if parent else "new")
+                             agent_slug=agent.slug, found="forked" if parent else "new",
+                             key_id=api_key.pk if api_key else 0)
 
         if thread is None or forked:
             return create(thread)
@@ -207,7 +210,8 @@ def thread_turn_begin(
                              created=False)
     return TurnStart(thread.pk, token, history, new_chain[-1], count, client,
                      message_ids=tuple(r.pk for r in rows), agent_id=agent.pk,
-                     agent_slug=agent.slug, found="stateful" if stateful else "continued")
+                     agent_slug=agent.slug, found="stateful" if stateful else "continued",
+                     key_id=api_key.pk if api_key else 0)
 
 
 def _announce_turn_begin(*, agent: Agent, client: str, thread: Thread, rows: list[Message],
@@ -244,6 +248,11 @@ def _thread_record_abandoned(*, thread: Thread, agent: Agent, now: Any) -> int:
     Thread.objects.filter(pk=thread.pk).update(
         message_count=seq + 1, status=Thread.Status.ERROR, last_error=INTERRUPTED_ERROR,
         updated_at=now)
+    key_id = Thread.objects.filter(pk=thread.pk).values_list("api_key_id", flat=True).first()
+    usage_record(turn=UsageTurn(
+        at=row.created_at, agent_id=agent.pk, key_id=key_id or 0, model=agent.model_name,
+        error_kind="interrupted", input_tokens=0, output_tokens=0, ttft_ms=None,
+        latency_ms=None))
     for e in (
         events.message(row, agent=agent.slug, client="gaia"),
         events.thread_updated(thread_id=thread.pk, agent=agent.slug, status=Thread.Status.ERROR,
@@ -298,6 +307,7 @@ class TurnResult:
     error: str = ""
     response_id: str = ""
     provider: str = ""  # the provider that answered (an agent may fall back to others)
+    model: str = ""  # the upstream model asked (usage counts per model)
     route: dict[str, Any] | None = None  # how a virtual model reached the agent (the thread's)
     sender: str = ""  # who answered, when not the thread's agent (a team member)
     passages: list[dict[str, Any]] | None = None  # knowledge-base passages the model got
@@ -377,6 +387,12 @@ def thread_turn_finish(
         row.passages = result.passages
         row.note = result.note[:500]
         rows_insert([row])
+        usage_record(turn=UsageTurn(
+            at=row.created_at, agent_id=start.agent_id, key_id=start.key_id,
+            model=result.model,
+            error_kind=usage_error_kind(finish_reason=result.finish_reason, error=result.error),
+            input_tokens=result.input_tokens, output_tokens=result.output_tokens,
+            ttft_ms=result.ttft_ms, latency_ms=result.latency_ms))
         _announce_turn_finish(start=start, result=result, row=row, now=now,
                               message_count=update["message_count"], busy_with=busy_with)
 

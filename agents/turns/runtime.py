@@ -464,6 +464,7 @@ class Turn:
         r = self.result
         r.route = self.spec.route
         r.passages = self._passages
+        r.model = r.model or getattr(self.request, "model", "") or ""
         self.reply.fill(r, self.request)
         if self._registered is not None and self.reply.unsent_text():
             self._publish_delta()  # the feed sees the whole reply grow before it is stored

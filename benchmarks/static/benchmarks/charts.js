@@ -89,7 +89,8 @@
 
   /* A line chart over points in order (a suite's runs): one line per series, gaps where a
    * series has no value. spec = {title, metric, x: [label], series: [{label, values}],
-   * max (the y axis' top; default: the largest value)} */
+   * max (the y axis' top; default: the largest value), dots (false: lines only, for long
+   * series)} */
   function lines(container, spec) {
     var x = spec.x || [], series = spec.series || [];
     var width = 760, left = 44, right = 150, top = 28, plotH = 170, bottom = 40;
@@ -126,7 +127,7 @@
       var g = el("g", { "class": "series", "data-series": s.label });
       if (d) g.appendChild(el("path", { d: d, fill: "none", stroke: color, "stroke-width": 2 }));
       s.values.forEach(function (v, i) {
-        if (typeof v !== "number") return;
+        if (typeof v !== "number" || spec.dots === false) return;
         var dot = el("circle", { cx: px(i), cy: py(v), r: 3.5, fill: color, "class": "point" });
         dot.appendChild(el("title", {}, s.label + " · " + x[i] + ": " + fmt(v)));
         g.appendChild(dot);

@@ -1,0 +1,92 @@
+"""Usage over time: a roll-up of finished turns, one row per (bucket, agent, key, upstream
+model, error kind), kept as each turn's reply is stored (``agents.services.usage``).
+
+Why a roll-up and not queries over ``Message``: at 1,000,000 stored messages a 7-day
+summary over the messages themselves reads every reply of the week (hundreds of thousands
+of rows, on both databases, whatever the index), while the roll-up reads a few thousand
+hourly rows (``scripts/perf/usage.py`` prints both). Percentiles survive the roll-up as
+histograms: each row counts its turns' time to first token and duration in fixed,
+log-spaced bins (:data:`BIN_EDGES_MS`), so a percentile read from the sums of many rows is
+exact to within one bin (a factor of :data:`BIN_RATIO`).
+"""
+
+from __future__ import annotations
+
+import math
+
+from django.db import models
+
+# Bins of milliseconds: bin 0 holds [0, 10), bin i holds [10 * 1.5**(i-1), 10 * 1.5**i), the
+# last one everything from 10 * 1.5**30 ms (about 32 minutes) up.
+BINS = 32
+BIN_BASE_MS = 10.0
+BIN_RATIO = 1.5
+BIN_EDGES_MS = [0.0] + [BIN_BASE_MS * BIN_RATIO ** i for i in range(BINS - 1)]
+
+# The two granularities stored: minutes for short ranges, hours for long ones.
+SPAN_MINUTE = 60
+SPAN_HOUR = 3600
+SPANS = (SPAN_MINUTE, SPAN_HOUR)
+
+
+def usage_bin(ms: float) -> int:
+    """The histogram bin of a duration of ``ms`` milliseconds."""
+    if ms < BIN_BASE_MS:
+        return 0
+    return min(BINS - 1, 1 + int(math.floor(math.log(ms / BIN_BASE_MS, BIN_RATIO) + 1e-9)))
+
+
+def usage_bin_value(index: int) -> float:
+    """The value a percentile falling in bin ``index`` is reported as: the bin's geometric
+    middle (the last, open bin: its lower edge)."""
+    if index == 0:
+        return BIN_BASE_MS / 2
+    low = BIN_EDGES_MS[index]
+    if index == BINS - 1:
+        return low
+    return math.sqrt(low * low * BIN_RATIO)
+
+
+TTFT_COLUMNS = [f"ttft_{i}" for i in range(BINS)]
+DURATION_COLUMNS = [f"duration_{i}" for i in range(BINS)]
+
+
+class UsageBucket(models.Model):
+    class Shape(models.IntegerChoices):
+        # Each turn is counted in three shapes of row, so the common reads stay small: the
+        # dashboard's series and per-agent/per-model tables read AGENT_MODEL rows (a few per
+        # bucket), its per-key table KEY rows; a key filter (or a per-key table under an
+        # agent or model filter) reads the FULL rows, narrowed by the filter.
+        FULL = 0, "agent, key, model"
+        AGENT_MODEL = 1, "agent and model (all keys)"
+        KEY = 2, "key (all agents and models)"
+
+    span = models.PositiveSmallIntegerField(help_text="The bucket's length in seconds.")
+    shape = models.PositiveSmallIntegerField(choices=Shape.choices)
+    start = models.DateTimeField()
+    # Plain ids, not foreign keys: a deleted agent's or key's usage stays, and the conflict
+    # target needs no NULL. 0: all agents (KEY rows); 0: no key, or all keys (AGENT_MODEL).
+    agent_id = models.PositiveIntegerField(default=0)
+    key_id = models.PositiveIntegerField(default=0, help_text="The API key's id (0: none).")
+    model = models.CharField(max_length=200, blank=True, help_text="The upstream model.")
+    error_kind = models.CharField(
+        max_length=40, blank=True,
+        help_text="Blank: the turns succeeded; else how they failed (the reply's finish "
+        "reason: error, client_disconnected, interrupted, killed).")
+    requests = models.BigIntegerField(default=0, db_default=0)
+    input_tokens = models.BigIntegerField(default=0, db_default=0)
+    output_tokens = models.BigIntegerField(default=0, db_default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["span", "shape", "start", "agent_id", "key_id", "model", "error_kind"],
+                name="usage_bucket_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.start:%Y-%m-%d %H:%M} +{self.span}s {self.agent_id}/{self.model}"
+
+
+for _column in TTFT_COLUMNS + DURATION_COLUMNS:
+    UsageBucket.add_to_class(_column, models.IntegerField(default=0, db_default=0))
