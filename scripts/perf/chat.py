@@ -370,6 +370,33 @@ def start_production(data_dir: Path, env: dict[str, str], upstream_url: str
     return proc, f"http://127.0.0.1:{port}", key
 
 
+SHARED_LOAD = ROOT.parent / "shared" / "perf" / "load.py"
+
+
+def shared_load(load_py: Path, base: str, key: str, mode: str, c: int, duration: float,
+                warmup: float, server_pid: int) -> dict[str, Any]:
+    """One cell driven by the shared load generator (``load.py``, its own process, uvloop) in
+    place of this script's: the issue's harness. Server CPU is read after its warmup."""
+    cmd = [sys.executable, str(load_py), "--base-url", base + "/v1", "--api-key", key,
+           "--model", "perf-openai", "--mode", mode, "-c", str(c), "-d", str(duration),
+           "--warmup", str(warmup)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=ROOT)
+    time.sleep(warmup)
+    cpu0 = proc_tree_cpu(server_pid)
+    out, _ = proc.communicate(timeout=duration + warmup + 120)
+    cpu = proc_tree_cpu(server_pid) - cpu0
+    data = json.loads(out)
+    ok, window = data["ok"], data["window_s"]
+    ttft = data.get("ttft_ms") or {}
+    return {
+        "rps": data["rps"], "p50": data["latency_ms"]["p50"] or float("nan"),
+        "p99": data["latency_ms"]["p99"] or float("nan"),
+        "ttft50": ttft.get("p50") or float("nan"), "ttft99": ttft.get("p99") or float("nan"),
+        "ok": ok, "errors": data["errors"], "client_cpu": data["client_cpu_s"] / window,
+        "server_cpu": cpu / window, "cpu_ms": cpu / ok * 1000 if ok else float("nan"),
+    }
+
+
 def production(args: argparse.Namespace) -> None:
     """Every cell on both databases in turn (SQLite, then PostgreSQL + Redis), round after
     round, against servers started by :func:`start_production`; one table with the ratios."""
@@ -395,9 +422,14 @@ def production(args: argparse.Namespace) -> None:
                     order = list(legs) if n % 2 == 0 else list(reversed(legs))
                     for leg in order:
                         proc, base, key = servers[leg]
-                        load = Load(base, key, "chat", mode == "stream", model="perf-openai",
-                                    expected=None, server_pid=proc.pid)
-                        r = asyncio.run(load.run(c, args.duration, args.warmup))
+                        if args.load_generator == "shared":
+                            r = shared_load(SHARED_LOAD, base, key, mode, c, args.duration,
+                                            args.warmup, proc.pid)
+                        else:
+                            load = Load(base, key, "chat", mode == "stream",
+                                        model="perf-openai", expected=None,
+                                        server_pid=proc.pid)
+                            r = asyncio.run(load.run(c, args.duration, args.warmup))
                         results.setdefault((mode, c, leg), []).append(r)
                         print(f"  [{n + 1}/{args.rounds}] {leg:8} {mode:6} c={c:<3} "
                               f"{r['rps']:7.1f} req/s p50 {r['p50']:6.1f} p99 {r['p99']:6.1f}"
@@ -414,7 +446,8 @@ def production(args: argparse.Namespace) -> None:
             upstream.wait(10)
     print(f"\nGaia /v1/chat/completions, started as `gaia api start` with nothing else set, "
           f"agent kind openai on a fake upstream (32 tokens); {args.duration:g} s per cell, "
-          f"medians of {args.rounds} interleaved round(s)\n")
+          f"medians of {args.rounds} interleaved round(s); load generator: "
+          f"{args.load_generator}\n")
     print(f"{'mode':6} {'conc':>4} {'database':9} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} "
           f"{'p99/p50':>7} {'ttft p50':>9} {'ttft p99':>9} {'t99/t50':>7} {'errors':>6} "
           f"{'cpu ms/req':>10} {'client cpu':>10}")
@@ -453,6 +486,9 @@ def main() -> None:
                         help="SQLite and PostgreSQL + Redis (DATABASE_URL, REDIS_URL) side by "
                         "side, interleaved, each server started as `gaia api start` with "
                         "nothing else set (openai kind, chat route)")
+    parser.add_argument("--load-generator", choices=["inprocess", "shared"], default="inprocess",
+                        help="with --production: this script's load generator, or "
+                        "../shared/perf/load.py in a process of its own (the issue's harness)")
     args = parser.parse_args()
     if args.production:
         production(args)
