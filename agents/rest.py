@@ -10,12 +10,17 @@ own detail), never a traceback or an HTML page (:func:`api_exception_handler`, t
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
 import logging
 from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db.models import Q, QuerySet
 from django.http import Http404
 from drf_spectacular.authentication import SessionScheme
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
@@ -24,6 +29,7 @@ from rest_framework.negotiation import BaseContentNegotiation, DefaultContentNeg
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.utils.urls import remove_query_param, replace_query_param
 from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
 
@@ -107,18 +113,103 @@ class JsonOnly(BaseContentNegotiation):
 
 
 class Pagination(LimitOffsetPagination):
-    """``limit`` (1 to ``max_limit``, default 50) and ``offset``; answers ``{"count", "next",
-    "previous", "results"}``."""
+    """``limit`` (1 to ``max_limit``, default 50) and ``offset`` or ``cursor``; answers
+    ``{"count", "next", "previous", "results"}``.
+
+    ``next`` carries a cursor: the last row's sort key. The page it names starts right after
+    that row, found with one index seek however deep it is, and stays the same page while new
+    rows arrive at the top of the list (an offset shifts with every new row and reads every
+    row it skips). ``offset`` still jumps to any page; a cursor page has no ``previous``.
+    The list's ``order_by`` must end with a unique key (``pk``, or ``seq`` within a thread).
+    """
 
     default_limit = 50
     max_limit = 200
+    cursor_query_param = "cursor"
+
+    def paginate_queryset(self, queryset: QuerySet[Any], request: Request, view: Any = None
+                          ) -> list[Any]:
+        self.request = request
+        self.keys = _order_keys(queryset)
+        raw = request.query_params.get(self.cursor_query_param)
+        if not raw:
+            self.cursor_page = False
+            self.rows = list(super().paginate_queryset(queryset, request, view) or [])
+            return self.rows
+        self.cursor_page = True
+        self.limit = self.get_limit(request)
+        self.count = self.get_count(queryset)
+        self.offset = 0
+        after = _cursor_decode(raw, queryset.model, self.keys)
+        rows = list(queryset.filter(_after(self.keys, after))[: self.limit + 1])
+        self.more = len(rows) > self.limit
+        self.rows = rows[: self.limit]
+        return self.rows
+
+    def get_next_link(self) -> str | None:
+        more = self.more if self.cursor_page else self.offset + self.limit < self.count
+        if not more or not self.rows:
+            return None
+        url = remove_query_param(self.request.build_absolute_uri(), self.offset_query_param)
+        url = replace_query_param(url, self.limit_query_param, self.limit)
+        return replace_query_param(url, self.cursor_query_param,
+                                   _cursor_encode(self.rows[-1], self.keys))
+
+    def get_previous_link(self) -> str | None:
+        return None if self.cursor_page else super().get_previous_link()
+
+
+def _order_keys(queryset: QuerySet[Any]) -> list[tuple[str, bool]]:
+    """The list's sort keys: (field name, descending)."""
+    keys = []
+    for term in queryset.query.order_by or queryset.model._meta.ordering:
+        if not isinstance(term, str):
+            raise TypeError(f"cursor pages need plain field orderings, not {term!r}")
+        keys.append((term.lstrip("-"), term.startswith("-")))
+    return keys
+
+
+def _field(model: Any, name: str) -> Any:
+    return model._meta.pk if name == "pk" else model._meta.get_field(name)
+
+
+def _cursor_encode(row: Any, keys: list[tuple[str, bool]]) -> str:
+    values = []
+    for name, _ in keys:
+        value = getattr(row, "pk" if name == "pk" else _field(type(row), name).attname)
+        values.append(value.isoformat() if hasattr(value, "isoformat") else str(value))
+    return base64.urlsafe_b64encode(json.dumps(values).encode()).decode().rstrip("=")
+
+
+def _cursor_decode(raw: str, model: Any, keys: list[tuple[str, bool]]) -> list[Any]:
+    try:
+        values = json.loads(base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)))
+        if not isinstance(values, list) or len(values) != len(keys):
+            raise ValueError("wrong shape")
+        return [_field(model, name).to_python(v) for (name, _), v in zip(keys, values,
+                                                                         strict=True)]
+    except (ValueError, TypeError, binascii.Error, DjangoValidationError):
+        raise exceptions.ValidationError(
+            {"cursor": ["Not a cursor of this list (use the next link as given)."]}) from None
+
+
+def _after(keys: list[tuple[str, bool]], values: list[Any]) -> Q:
+    """The rows after ``values`` in the order of ``keys``: (a > x) or (a = x and b > y)..."""
+    q = Q()
+    for i, (name, descending) in enumerate(keys):
+        before = {keys[j][0]: values[j] for j in range(i)}
+        q |= Q(**before, **{f"{name}__{'lt' if descending else 'gt'}": values[i]})
+    return q
 
 
 class PaginationFilter(serializers.Serializer):
-    """``limit`` and ``offset`` checked (DRF's paginator silently ignores bad values)."""
+    """``limit``, ``offset`` and ``cursor`` checked (DRF's paginator silently ignores bad
+    values)."""
 
     limit = serializers.IntegerField(required=False, min_value=1, max_value=Pagination.max_limit)
     offset = serializers.IntegerField(required=False, min_value=0)
+    cursor = serializers.CharField(required=False, max_length=500,
+                                   help_text="The next page after a row: from a `next` link.")
 
 
 class StrictSerializer(serializers.Serializer):

@@ -75,6 +75,12 @@ class Thread(models.Model):
             models.Index(fields=["session_key", "-updated_at"], name="thread_session_recent"),
             # Which threads of an agent hold a live lease (its state, for operators).
             models.Index(fields=["agent", "lock_expires_at"], name="thread_agent_lease"),
+            # The thread lists, most recent first (selectors.thread_list: benchmark threads
+            # apart, by status, by agent; an agent's last activity): each page is a walk
+            # along an index, not a sort of every thread (issue 27).
+            models.Index(fields=["run_id", "-updated_at", "id"], name="thread_run_recent"),
+            models.Index(fields=["status", "-updated_at"], name="thread_status_recent"),
+            models.Index(fields=["agent", "-updated_at"], name="thread_agent_recent"),
         ]
 
     def __str__(self) -> str:
@@ -128,6 +134,8 @@ class Message(models.Model):
 
     class Meta:
         ordering = ["thread", "seq"]
+        # Every thread's messages, newest first (selectors.message_list).
+        indexes = [models.Index(fields=["-created_at", "-id"], name="message_recent")]
         constraints = [
             models.UniqueConstraint(fields=["thread", "seq"], name="message_thread_seq_unique")
         ]
