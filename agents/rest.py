@@ -120,7 +120,7 @@ class Pagination(LimitOffsetPagination):
     that row, found with one index seek however deep it is, and stays the same page while new
     rows arrive at the top of the list (an offset shifts with every new row and reads every
     row it skips). ``offset`` still jumps to any page; a cursor page has no ``previous``.
-    The list's ``order_by`` must end with a unique key (``pk``, or ``seq`` within a thread).
+    Lists whose order does not end with a unique key page by offset alone.
     """
 
     default_limit = 50
@@ -132,6 +132,8 @@ class Pagination(LimitOffsetPagination):
         self.request = request
         self.keys = _order_keys(queryset)
         raw = request.query_params.get(self.cursor_query_param)
+        if raw and self.keys is None:
+            raise exceptions.ValidationError({"cursor": ["This list pages by offset only."]})
         if not raw:
             self.cursor_page = False
             self.rows = list(super().paginate_queryset(queryset, request, view) or [])
@@ -147,6 +149,8 @@ class Pagination(LimitOffsetPagination):
         return self.rows
 
     def get_next_link(self) -> str | None:
+        if self.keys is None:
+            return super().get_next_link()
         more = self.more if self.cursor_page else self.offset + self.limit < self.count
         if not more or not self.rows:
             return None
@@ -159,13 +163,27 @@ class Pagination(LimitOffsetPagination):
         return None if self.cursor_page else super().get_previous_link()
 
 
-def _order_keys(queryset: QuerySet[Any]) -> list[tuple[str, bool]]:
-    """The list's sort keys: (field name, descending)."""
+def _order_keys(queryset: Any) -> list[tuple[str, bool]] | None:
+    """The list's sort keys, (field name, descending), or ``None`` where it has none a cursor
+    can use (not a queryset, an expression, a related field): it then pages by offset."""
+    if not isinstance(queryset, QuerySet):
+        return None
     keys = []
     for term in queryset.query.order_by or queryset.model._meta.ordering:
-        if not isinstance(term, str):
-            raise TypeError(f"cursor pages need plain field orderings, not {term!r}")
-        keys.append((term.lstrip("-"), term.startswith("-")))
+        if not isinstance(term, str) or "__" in term or term.lstrip("-") == "?":
+            return None
+        name = term.lstrip("-")
+        try:
+            field = _field(queryset.model, name)
+        except Exception:  # an annotation or an unknown name
+            return None
+        if field.is_relation:
+            return None
+        keys.append((name, term.startswith("-")))
+    # The last key must tell every row apart, or rows that tie with a page's last one would
+    # be skipped (a thread's messages by ``seq``: offsets are stable there, rows only append).
+    if not keys or not (keys[-1][0] == "pk" or _field(queryset.model, keys[-1][0]).unique):
+        return None
     return keys
 
 

@@ -34,6 +34,7 @@ from agents.models.memory import (
 from agents.models.threads import (
     Approval,
     Message,
+    MessageTally,
     Thread,
 )
 
@@ -51,6 +52,7 @@ __all__ = [
     "McpServer",
     "Memory",
     "Message",
+    "MessageTally",
     "Provider",
     "RoutingPolicy",
     "SECRET_MASK",

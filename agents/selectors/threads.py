@@ -7,7 +7,7 @@ import uuid
 from typing import Any
 
 from django.db import connections
-from django.db.models import QuerySet
+from django.db.models import Prefetch, QuerySet
 from django.db.models.expressions import RawSQL
 
 from agents import llm
@@ -173,12 +173,17 @@ def thread_get(*, thread_id: Any) -> Thread:
 
 def message_list(*, thread_id: Any = None, agent: str | None = None, since: Any = None,
                  role: str | None = None, newest_first: bool = True) -> QuerySet[Message]:
-    """Stored messages (every thread, or one), newest first unless told otherwise."""
-    rows = Message.objects.select_related("thread__agent", "thread__api_key")
+    """Stored messages (every thread, or one), newest first unless told otherwise.
+
+    Their threads come in a second query (a page's worth): joined into the list's query, they
+    led SQLite to start from the agents and sort every message (2.7 s at a million, issue 27)
+    instead of reading the newest off the ``message_recent`` index."""
+    rows = Message.objects.prefetch_related(
+        Prefetch("thread", Thread.objects.select_related("agent", "api_key")))
     if thread_id is not None:
         rows = rows.filter(thread_id=thread_id)
     if agent:
-        rows = rows.filter(thread__agent__slug=agent)
+        rows = rows.filter(thread_id__in=Thread.objects.filter(agent__slug=agent).values("pk"))
     if since is not None:
         rows = rows.filter(created_at__gte=since)
     if role:

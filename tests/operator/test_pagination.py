@@ -133,3 +133,18 @@ def test_agent_last_activity_is_its_latest_thread(ops, echo_agent, make_agent, m
     stamp = Thread.objects.get(pk=latest).updated_at
     assert rows["echo"]["last_activity"] == selectors.iso(stamp)
     assert rows[idle.slug]["last_activity"] is None
+
+
+def test_total_messages_follows_every_insert_and_delete(ops, echo_agent, make_thread):
+    def total():
+        return ops.get(f"{API}/organism").json()["total_messages"]
+
+    assert total() == Message.objects.count() == 0
+    keep = make_thread(echo_agent, "one")
+    gone = make_thread(echo_agent, "two")
+    make_thread(echo_agent, "three", reply=None)
+    assert total() == Message.objects.count() == 5
+    Thread.objects.filter(pk=gone).delete()  # its messages go with it
+    assert total() == Message.objects.count() == 3
+    Message.objects.filter(thread_id=keep, role="assistant").delete()
+    assert total() == Message.objects.count() == 2
