@@ -66,7 +66,8 @@ class Migration(migrations.Migration):
         ),
         AddIndexOnline(
             model_name='thread',
-            index=models.Index(fields=['run_id', '-updated_at', 'id'], name='thread_run_recent'),
+            index=models.Index(condition=models.Q(('run_id__isnull', True)),
+                               fields=['-updated_at', 'id'], name='thread_recent'),
         ),
         AddIndexOnline(
             model_name='thread',

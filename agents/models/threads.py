@@ -78,7 +78,10 @@ class Thread(models.Model):
             # The thread lists, most recent first (selectors.thread_list: benchmark threads
             # apart, by status, by agent; an agent's last activity): each page is a walk
             # along an index, not a sort of every thread (issue 27).
-            models.Index(fields=["run_id", "-updated_at", "id"], name="thread_run_recent"),
+            # Partial: PostgreSQL orders by an index only after equality conditions, and
+            # ``run_id IS NULL`` is not one (with run_id leading, it sorted 100,000 rows).
+            models.Index(fields=["-updated_at", "id"], name="thread_recent",
+                         condition=models.Q(run_id__isnull=True)),
             models.Index(fields=["status", "-updated_at"], name="thread_status_recent"),
             models.Index(fields=["agent", "-updated_at"], name="thread_agent_recent"),
         ]
