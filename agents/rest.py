@@ -10,12 +10,17 @@ own detail), never a traceback or an HTML page (:func:`api_exception_handler`, t
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
 import logging
 from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db.models import Q, QuerySet
 from django.http import Http404
 from drf_spectacular.authentication import SessionScheme
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
@@ -24,6 +29,7 @@ from rest_framework.negotiation import BaseContentNegotiation, DefaultContentNeg
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.utils.urls import remove_query_param, replace_query_param
 from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
 
@@ -109,18 +115,121 @@ class JsonOnly(BaseContentNegotiation):
 
 
 class Pagination(LimitOffsetPagination):
-    """``limit`` (1 to ``max_limit``, default 50) and ``offset``; answers ``{"count", "next",
-    "previous", "results"}``."""
+    """``limit`` (1 to ``max_limit``, default 50) and ``offset`` or ``cursor``; answers
+    ``{"count", "next", "previous", "results"}``.
+
+    ``next`` carries a cursor: the last row's sort key. The page it names starts right after
+    that row, found with one index seek however deep it is, and stays the same page while new
+    rows arrive at the top of the list (an offset shifts with every new row and reads every
+    row it skips). ``offset`` still jumps to any page; a cursor page has no ``previous``.
+    Lists whose order does not end with a unique key page by offset alone.
+    """
 
     default_limit = 50
     max_limit = 200
+    cursor_query_param = "cursor"
+
+    def paginate_queryset(self, queryset: QuerySet[Any], request: Request, view: Any = None
+                          ) -> list[Any]:
+        self.request = request
+        self.keys = _order_keys(queryset)
+        raw = request.query_params.get(self.cursor_query_param)
+        if raw and self.keys is None:
+            raise exceptions.ValidationError({"cursor": ["This list pages by offset only."]})
+        if not raw:
+            self.cursor_page = False
+            self.rows = list(super().paginate_queryset(queryset, request, view) or [])
+            return self.rows
+        self.cursor_page = True
+        self.limit = self.get_limit(request)
+        self.count = self.get_count(queryset)
+        self.offset = 0
+        after = _cursor_decode(raw, queryset.model, self.keys)
+        rows = list(queryset.filter(_after(self.keys, after))[: self.limit + 1])
+        self.more = len(rows) > self.limit
+        self.rows = rows[: self.limit]
+        return self.rows
+
+    def get_next_link(self) -> str | None:
+        if self.keys is None:
+            return super().get_next_link()
+        more = self.more if self.cursor_page else self.offset + self.limit < self.count
+        if not more or not self.rows:
+            return None
+        url = remove_query_param(self.request.build_absolute_uri(), self.offset_query_param)
+        url = replace_query_param(url, self.limit_query_param, self.limit)
+        return replace_query_param(url, self.cursor_query_param,
+                                   _cursor_encode(self.rows[-1], self.keys))
+
+    def get_previous_link(self) -> str | None:
+        return None if self.cursor_page else super().get_previous_link()
+
+
+def _order_keys(queryset: Any) -> list[tuple[str, bool]] | None:
+    """The list's sort keys, (field name, descending), or ``None`` where it has none a cursor
+    can use (not a queryset, an expression, a related field): it then pages by offset."""
+    if not isinstance(queryset, QuerySet):
+        return None
+    keys = []
+    for term in queryset.query.order_by or queryset.model._meta.ordering:
+        if not isinstance(term, str) or "__" in term or term.lstrip("-") == "?":
+            return None
+        name = term.lstrip("-")
+        try:
+            field = _field(queryset.model, name)
+        except Exception:  # an annotation or an unknown name
+            return None
+        if field.is_relation:
+            return None
+        keys.append((name, term.startswith("-")))
+    # The last key must tell every row apart, or rows that tie with a page's last one would
+    # be skipped (a thread's messages by ``seq``: offsets are stable there, rows only append).
+    if not keys or not (keys[-1][0] == "pk" or _field(queryset.model, keys[-1][0]).unique):
+        return None
+    return keys
+
+
+def _field(model: Any, name: str) -> Any:
+    return model._meta.pk if name == "pk" else model._meta.get_field(name)
+
+
+def _cursor_encode(row: Any, keys: list[tuple[str, bool]]) -> str:
+    values = []
+    for name, _ in keys:
+        value = getattr(row, "pk" if name == "pk" else _field(type(row), name).attname)
+        values.append(value.isoformat() if hasattr(value, "isoformat") else str(value))
+    return base64.urlsafe_b64encode(json.dumps(values).encode()).decode().rstrip("=")
+
+
+def _cursor_decode(raw: str, model: Any, keys: list[tuple[str, bool]]) -> list[Any]:
+    try:
+        values = json.loads(base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)))
+        if not isinstance(values, list) or len(values) != len(keys):
+            raise ValueError("wrong shape")
+        return [_field(model, name).to_python(v) for (name, _), v in zip(keys, values,
+                                                                         strict=True)]
+    except (ValueError, TypeError, binascii.Error, DjangoValidationError):
+        raise exceptions.ValidationError(
+            {"cursor": ["Not a cursor of this list (use the next link as given)."]}) from None
+
+
+def _after(keys: list[tuple[str, bool]], values: list[Any]) -> Q:
+    """The rows after ``values`` in the order of ``keys``: (a > x) or (a = x and b > y)..."""
+    q = Q()
+    for i, (name, descending) in enumerate(keys):
+        before = {keys[j][0]: values[j] for j in range(i)}
+        q |= Q(**before, **{f"{name}__{'lt' if descending else 'gt'}": values[i]})
+    return q
 
 
 class PaginationFilter(serializers.Serializer):
-    """``limit`` and ``offset`` checked (DRF's paginator silently ignores bad values)."""
+    """``limit``, ``offset`` and ``cursor`` checked (DRF's paginator silently ignores bad
+    values)."""
 
     limit = serializers.IntegerField(required=False, min_value=1, max_value=Pagination.max_limit)
     offset = serializers.IntegerField(required=False, min_value=0)
+    cursor = serializers.CharField(required=False, max_length=500,
+                                   help_text="The next page after a row: from a `next` link.")
 
 
 class StrictSerializer(serializers.Serializer):

@@ -37,6 +37,7 @@ from agents.models.memory import (
 from agents.models.threads import (
     Approval,
     Message,
+    MessageTally,
     Thread,
 )
 from agents.models.usage import (
@@ -58,6 +59,7 @@ __all__ = [
     "McpServer",
     "Memory",
     "Message",
+    "MessageTally",
     "Provider",
     "RoutingPolicy",
     "SECRET_MASK",

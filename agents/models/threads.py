@@ -75,6 +75,15 @@ class Thread(models.Model):
             models.Index(fields=["session_key", "-updated_at"], name="thread_session_recent"),
             # Which threads of an agent hold a live lease (its state, for operators).
             models.Index(fields=["agent", "lock_expires_at"], name="thread_agent_lease"),
+            # The thread lists, most recent first (selectors.thread_list: benchmark threads
+            # apart, by status, by agent; an agent's last activity): each page is a walk
+            # along an index, not a sort of every thread (issue 27).
+            # Partial: PostgreSQL orders by an index only after equality conditions, and
+            # ``run_id IS NULL`` is not one (with run_id leading, it sorted 100,000 rows).
+            models.Index(fields=["-updated_at", "id"], name="thread_recent",
+                         condition=models.Q(run_id__isnull=True)),
+            models.Index(fields=["status", "-updated_at"], name="thread_status_recent"),
+            models.Index(fields=["agent", "-updated_at"], name="thread_agent_recent"),
         ]
 
     def __str__(self) -> str:
@@ -128,6 +137,8 @@ class Message(models.Model):
 
     class Meta:
         ordering = ["thread", "seq"]
+        # Every thread's messages, newest first (selectors.message_list).
+        indexes = [models.Index(fields=["-created_at", "-id"], name="message_recent")]
         constraints = [
             models.UniqueConstraint(fields=["thread", "seq"], name="message_thread_seq_unique")
         ]
@@ -161,6 +172,24 @@ class Message(models.Model):
                         for c in message.tool_calls] or None,
             tool_call_id=message.tool_call_id or "", dialect=dialect,
         )
+
+
+class MessageTally(models.Model):
+    """How many messages are stored, in ``SHARDS`` rows (their sum), kept by database triggers
+    on every insert and delete of a message (migration 0014): counting a million rows for
+    every dashboard read took 70 ms and grew with the data (issue 27); summing these is one
+    small read. The count is split so that concurrent turns rarely wait for one row's lock."""
+
+    SHARDS = 64
+
+    shard = models.PositiveSmallIntegerField(primary_key=True)
+    n = models.BigIntegerField(default=0)
+
+    class Meta:
+        verbose_name = "message tally"
+
+    def __str__(self) -> str:
+        return f"shard {self.shard}: {self.n}"
 
 
 class Approval(models.Model):

@@ -91,14 +91,13 @@ def agent_list_public(*, slug: str | None = None) -> list[dict[str, Any]]:
     ``current_thread`` names one), ``error`` (its latest turn failed), else ``idle``.
     ``queue_depth`` counts this process's waiting turns (:func:`queue_depth`). ``peers``:
     the agents it may call (``agent:<slug>`` tools) and those that may call it."""
-    from django.db.models import Max
     from django.utils import timezone
 
     now = timezone.now()
     agents = Agent.objects.select_related("provider").order_by("slug")
     if slug is not None:
         agents = agents.filter(slug=slug)
-    agents = list(agents.annotate(last_activity=Max("threads__updated_at")))
+    agents = list(agents)
     ids = [a.pk for a in agents]
     busy: dict[int, str] = {}
     for agent_id, thread_id in (Thread.objects.filter(agent_id__in=ids, lock_expires_at__gt=now)
@@ -110,8 +109,11 @@ def agent_list_public(*, slug: str | None = None) -> list[dict[str, Any]]:
     out = []
     for a in agents:
         depth = queue_depth(agent_id=a.pk)
-        latest = (Thread.objects.filter(agent_id=a.pk).order_by("-updated_at")
-                  .values_list("status", flat=True).first())
+        # The agent's most recent thread, one read of the (agent, -updated_at) index however
+        # many threads it has (a MAX over all of them grew with the data: issue 27).
+        latest_status, last_activity = (
+            Thread.objects.filter(agent_id=a.pk).order_by("-updated_at")
+            .values_list("status", "updated_at").first() or (None, None))
         if a.paused:
             state = "paused"
         elif a.pk in approving:
@@ -120,7 +122,7 @@ def agent_list_public(*, slug: str | None = None) -> list[dict[str, Any]]:
             state = "processing"
         elif depth:
             state = "waiting"
-        elif latest == Thread.Status.ERROR:
+        elif latest_status == Thread.Status.ERROR:
             state = "error"
         else:
             state = "idle"
@@ -134,7 +136,7 @@ def agent_list_public(*, slug: str | None = None) -> list[dict[str, Any]]:
             "state": state,
             "current_thread": busy.get(a.pk),
             "queue_depth": depth,
-            "last_activity": iso(a.last_activity),
+            "last_activity": iso(last_activity),
             "peers": sorted(peers.get(a.slug, ())),
             "provider": a.provider.name,
             "model": a.model_name,

@@ -6,7 +6,9 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.db import connections
+from django.db.models import Prefetch, QuerySet
+from django.db.models.expressions import RawSQL
 
 from agents import llm
 from agents.exceptions import NotFound
@@ -140,10 +142,27 @@ def thread_list(*, status: str | None = None, agent: str | None = None, since: A
     if until is not None:
         threads = threads.filter(created_at__lte=until)
     if q:
-        threads = threads.filter(
-            Q(title__icontains=q)
-            | Exists(Message.objects.filter(thread=OuterRef("pk"), content__icontains=q)))
+        threads = threads.filter(pk__in=thread_ids_matching(q))
     return threads
+
+
+# The shortest text SQLite's trigram index can find (shorter ones are looked for by a scan).
+TRIGRAM = 3
+
+
+def thread_ids_matching(q: str) -> QuerySet[Any]:
+    """The ids of the threads whose title or one of whose messages contains ``q``
+    (case-insensitive), found through the text indexes (migration 0013: trigram indexes on
+    PostgreSQL, FTS5 on SQLite), not by reading every message: the two sets of ids, joined."""
+    titles = Thread.objects.filter(title__icontains=q).order_by().values("pk")
+    if connections[Message.objects.db].vendor == "sqlite" and len(q) >= TRIGRAM:
+        phrase = '"' + q.replace('"', '""') + '"'  # an FTS5 string: every character literal
+        messages = Message.objects.filter(pk__in=RawSQL(
+            "SELECT rowid FROM agents_message_fts WHERE agents_message_fts MATCH %s",
+            (phrase,))).order_by().values("thread_id")
+    else:
+        messages = Message.objects.filter(content__icontains=q).order_by().values("thread_id")
+    return titles.union(messages)
 
 
 def thread_get(*, thread_id: Any) -> Thread:
@@ -158,12 +177,19 @@ def thread_get(*, thread_id: Any) -> Thread:
 
 def message_list(*, thread_id: Any = None, agent: str | None = None, since: Any = None,
                  role: str | None = None, newest_first: bool = True) -> QuerySet[Message]:
-    """Stored messages (every thread, or one), newest first unless told otherwise."""
-    rows = Message.objects.select_related("thread__agent", "thread__api_key")
-    if thread_id is not None:
-        rows = rows.filter(thread_id=thread_id)
+    """Stored messages (every thread, or one), newest first unless told otherwise.
+
+    Across threads, their threads come in a second query (a page's worth): joined into the
+    list's query, they led SQLite to start from the agents and sort every message (2.7 s at
+    a million, issue 27) instead of reading the newest off the ``message_recent`` index."""
+    if thread_id is not None:  # one thread: its own index, and the join costs nothing
+        rows = Message.objects.select_related("thread__agent", "thread__api_key").filter(
+            thread_id=thread_id)
+    else:
+        rows = Message.objects.prefetch_related(
+            Prefetch("thread", Thread.objects.select_related("agent", "api_key")))
     if agent:
-        rows = rows.filter(thread__agent__slug=agent)
+        rows = rows.filter(thread_id__in=Thread.objects.filter(agent__slug=agent).values("pk"))
     if since is not None:
         rows = rows.filter(created_at__gte=since)
     if role:

@@ -221,8 +221,10 @@ def test_threads_paginate_newest_first(ops, echo_agent, make_thread):
     page = ops.get(f"{API}/threads", {"limit": 2}).json()
     assert page["count"] == 5
     assert [t["id"] for t in page["results"]] == ids[::-1][:2]
-    assert "offset=2" in page["next"]
+    assert "cursor=" in page["next"]
+    assert "offset" not in page["next"]
     assert page["previous"] is None
+    assert [t["id"] for t in ops.get(page["next"]).json()["results"]] == ids[::-1][2:4]
     page2 = ops.get(f"{API}/threads", {"limit": 2, "offset": 4}).json()
     assert [t["id"] for t in page2["results"]] == [ids[0]]
     assert page2["next"] is None

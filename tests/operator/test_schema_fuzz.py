@@ -182,7 +182,12 @@ def test_operation_survives_fuzzing(method: str, path: str, live_schema: Any,
                                  timeout=15)
             statuses.append(response.status_code)
             assert response.status_code < 500, (case.as_curl_command(), response.text[:500])
-            case.validate_response(response, headers=headers, excluded_checks=excluded)
+            # A list's ``cursor`` names one of its rows (as a thread id names a thread): a
+            # schema-valid string that is not a cursor of this list is refused with a 400.
+            named = ([positive_data_acceptance] if (case.query or {}).get("cursor") is not None
+                     else [])
+            case.validate_response(response, headers=headers,
+                                   excluded_checks=excluded + named)
             if response.status_code >= 400:
                 assert_error_envelope(response)
 
