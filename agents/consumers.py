@@ -461,7 +461,7 @@ class FeedConsumer(AsyncJsonWebsocketConsumer):
         injected = await turns.inject(
             to=required_str(content, "to"), payload=content.get("payload"),
             thread_id=command_thread_id(content, required=False), api_key=self.api_key,
-            operator=self.user_label)
+            operator=self.user_label, actor=self.actor())
         return {"thread_id": injected.thread_id, "message_id": injected.message_id}
 
     async def cmd_kill(self, content: dict[str, Any]) -> dict[str, Any]:

@@ -345,7 +345,8 @@ class InjectApi(OperatorApi):
         prepared = turns.inject_prepare(
             to=data["to"], payload=data["payload"],
             thread_id=str(thread_id) if thread_id else None, api_key=api_key,
-            operator=None if api_key is not None else request.user.get_username())
+            operator=None if api_key is not None else request.user.get_username(),
+            actor=services.audit_actor_of_request(request))
         injected = async_to_sync(turns.turn_inject)(prepared)
         note(request, thread=injected.thread_id, found="continued" if thread_id else "new")
         out = {"thread_id": injected.thread_id, "message_id": injected.message_id}

@@ -60,6 +60,14 @@ class TurnStart:
     key_id: int = 0  # the API key's id (0: none), for the usage roll-up
 
 
+def _said_by(row: Message, sender: str) -> Message:
+    """A new user message said by ``sender`` (an operator's inject: ``operator:<who>``), not
+    by the thread's client."""
+    if sender and row.role == Message.Role.USER:
+        row.sender = sender[:100]
+    return row
+
+
 def thread_turn_begin(
     *,
     agent: Agent,
@@ -73,6 +81,7 @@ def thread_turn_begin(
     lease_seconds: float,
     exclusive: bool = True,
     title: str | None = None,
+    sender: str = "",
     run_id: int | None = None,
     parent_message_id: int | None = None,
 ) -> TurnStart | None:
@@ -151,7 +160,8 @@ def thread_turn_begin(
                 parent_message_id=parent_message_id, **lease,
             )
             rows_insert([new])
-            rows = rows_insert([Message.from_llm(m, thread_id=new.pk, seq=i, dialect=dialect)
+            rows = rows_insert([_said_by(Message.from_llm(m, thread_id=new.pk, seq=i,
+                                                          dialect=dialect), sender)
                                 for i, m in enumerate(incoming)])
             _announce_turn_begin(agent=agent, client=client, thread=new, rows=rows,
                                  created=True)
@@ -191,8 +201,8 @@ def thread_turn_begin(
             history = incoming
             new_chain = chain[matched:]
         rows = rows_insert([
-            Message.from_llm(m, thread_id=thread.pk, seq=thread.message_count + i,
-                             dialect=dialect)
+            _said_by(Message.from_llm(m, thread_id=thread.pk, seq=thread.message_count + i,
+                                      dialect=dialect), sender)
             for i, m in enumerate(new_messages)
         ])
         count = thread.message_count + len(new_messages)

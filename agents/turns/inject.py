@@ -72,10 +72,11 @@ class Inject:
     thread_id: str | None
     api_key: ApiKey | None
     user: str | None
+    actor: services.Actor | None = None  # the operator who sends it (audit trail, label)
 
 
 def inject_prepare(*, to: str, payload: Any, thread_id: str | None, api_key: ApiKey | None,
-                   operator: str | None) -> Inject:
+                   operator: str | None, actor: services.Actor | None = None) -> Inject:
     """Rules 1 to 4 (reads the database: call it on the thread whose connection sees the
     caller's data). ``api_key`` is the caller's key (``None`` for a staff session, whose
     ``operator`` is the user's name)."""
@@ -90,7 +91,8 @@ def inject_prepare(*, to: str, payload: Any, thread_id: str | None, api_key: Api
         raise InvalidRequest(f"The agent '{agent.slug}' is disabled.", param="to",
                              code="agent_disabled")
     selectors.agent_provider_chain_load(agent)  # its fallback providers and knowledge, as /v1
-    target = Inject(text, agent, None, api_key, None if api_key is not None else operator)
+    target = Inject(text, agent, None, api_key, None if api_key is not None else operator,
+                    actor)
     if thread_id is not None:
         try:
             thread = selectors.thread_get(thread_id=thread_id)
@@ -118,11 +120,12 @@ class Injected:
 
 
 async def inject(*, to: str, payload: Any, thread_id: str | None = None,
-                 api_key: ApiKey | None = None, operator: str | None = None) -> Injected:
+                 api_key: ApiKey | None = None, operator: str | None = None,
+                 actor: services.Actor | None = None) -> Injected:
     """Send an operator's message (see the module docstring for the rules): rules 1 to 4 on
     a database thread (:func:`inject_prepare`), then :func:`turn_inject`."""
     prepared = await run_db(inject_prepare, to=to, payload=payload, thread_id=thread_id,
-                            api_key=api_key, operator=operator)
+                            api_key=api_key, operator=operator, actor=actor)
     return await turn_inject(prepared)
 
 
@@ -141,10 +144,15 @@ async def turn_inject(target: Inject) -> Injected:
         response_id=f"inject-{uuid.uuid4().hex[:24]}", thread_id=target.thread_id,
         session_key=None if target.thread_id else f"inject:{uuid.uuid4().hex}",
         user=target.user, store_first=True, lease_wait=0,
+        # the message is labelled with who sent it, not the client whose thread it joins
+        sender=f"operator {target.actor.label}" if target.actor else "",
     ))
     await turn.open()
     assert turn.start is not None
     start = turn.start
+    await run_db(services.audit_record, actor=target.actor, action="inject",
+                 target=f"thread:{start.thread_id}",
+                 detail={"agent": target.agent.slug, "message_id": start.message_ids[-1]})
 
     async def reply() -> None:
         try:

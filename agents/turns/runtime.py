@@ -152,6 +152,7 @@ class Turn:
             workspace_root=spec.workspace_root, dialect=spec.dialect,
             lease_seconds=settings.GAIA_THREAD_LOCK_SECONDS, exclusive=exclusive,
             title=spec.title, run_id=spec.run_id, parent_message_id=spec.parent_message_id,
+            sender=spec.sender,
         )
 
     async def _begin(self) -> services.TurnStart:

@@ -35,6 +35,7 @@ class TurnSpec:
     # Another agent's call (its agent:<slug> tool): the call's message, and how deep.
     parent_message_id: int | None = None
     depth: int = 0
+    sender: str = ""  # who said the new user message, when not the client (an operator)
 
 
 async def events_to_end(first: Any, following: Callable[[float], Awaitable[Any]],

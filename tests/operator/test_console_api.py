@@ -237,3 +237,44 @@ def test_control_actions_over_rest_and_the_feed_are_in_the_trail(gaia_server, ma
         ("ws", "kill", f"thread:{thread.pk}", who)]
     assert {e.ip for e in AuditEvent.objects.all()} == {"127.0.0.1"}
     assert all(e.api_key_id == key.pk for e in AuditEvent.objects.all())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_injected_message_is_labelled_and_audited_with_its_operator(gaia_server, make_agent,
+                                                                       make_key):
+    import time
+
+    from websockets.sync.client import connect
+
+    from agents.models import Message
+
+    make_agent(slug="echo")
+    key, secret = make_key("ops-bot", scopes=["operator"])
+    headers = {"Authorization": f"Bearer {secret}"}
+    r = httpx.post(f"{gaia_server.url}{API}/inject", headers=headers, timeout=10,
+                   json={"to": "echo", "payload": "from REST"})
+    assert r.status_code == 202, r.text
+    rest_thread = r.json()["thread_id"]
+    url = gaia_server.url.replace("http://", "ws://") + "/ws"
+    with connect(url, additional_headers=headers, open_timeout=10) as sock:
+        assert json.loads(sock.recv(timeout=10))["event"] == "connected"
+        sock.send(json.dumps({"cmd": "inject", "id": "i", "to": "echo", "payload": "from WS"}))
+        while (event := json.loads(sock.recv(timeout=10))).get("id") != "i":
+            pass
+    assert event["event"] == "ack", event
+    who = f"key:ops-bot ({key.prefix})"
+    for text in ("from REST", "from WS"):
+        message = Message.objects.get(content=text, role="user")
+        assert message.sender == f"operator {who}"
+    deadline = time.monotonic() + 10
+    while AuditEvent.objects.filter(action="inject").count() < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    trail = list(AuditEvent.objects.filter(action="inject").order_by("pk"))
+    assert [(e.channel, e.actor) for e in trail] == [("rest", who), ("ws", who)]
+    assert trail[0].target == f"thread:{rest_thread}"
+    # the thread as operators read it says who spoke
+    shown = httpx.get(f"{gaia_server.url}{API}/threads/{rest_thread}", headers=headers,
+                      timeout=10).json()
+    first = shown["messages"][0] if isinstance(shown["messages"], list) else (
+        shown["messages"]["results"][0])
+    assert first["from"] == f"operator {who}"
