@@ -19,7 +19,9 @@ from agents.services import agents_import
 from tests.clients.test_claude_code import claude
 from tests.clients.test_codex import codex
 
-pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+# The embedded model on a busy 2-core machine: the clients get 560 s each (their own
+# timeout), so pytest-timeout allows as much plus the start-up.
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True), pytest.mark.timeout(620)]
 
 DEFAULTS = Path(__file__).resolve().parents[2] / "agents" / "defaults.yaml"
 QUESTION = "Answer in one word: what is the capital of France?"
