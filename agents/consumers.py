@@ -20,10 +20,9 @@ operator services (its commands). Protocol, in the order a client sees it:
 4. Commands (``subscribe``, ``inject``, ``kill``, ``pause``, ``resume``, ``approve`` and
    ``deny`` with an ``approval_id`` and an optional ``reason``), each answered by
    ``{"event": "ack", "id": ..., "cmd": ...}`` or ``{"event": "error", "id": ..., "code": ...,
-   "error": ..., "status": ...}`` (what the REST API answers for the same refusal: ``inject``
-   is one rule for both, :mod:`agents.turns.inject`; a decision is
-   :func:`agents.services.approval_decide` for both). Bad JSON and unknown commands get an
-   ``error`` too; the socket stays open.
+   "error": ..., "status": ...}`` (what the REST API answers for the same refusal: one rule
+   in the core for both). Bad JSON and unknown commands get an ``error``; the socket stays
+   open. Subscribing to a thread asks for its streaming reply whole (``message_snapshot``).
 
 With ``?batch=1`` every message is a JSON array of events (each with its own ``seq``), at most
 one per ``fanout.feed_batch_interval`` (0.1 s, longer when a process serves more such
@@ -34,7 +33,7 @@ socket.
 
 A slow client never slows anyone else: the channel-layer handler only filters and appends to
 this socket's bounded queue, and a sender task writes to the socket. Past
-``GAIA_FEED_QUEUE_MAX`` queued events new ones are dropped and counted, and the client gets
+``GAIA_FEED_QUEUE_MAX`` queued events new ones are dropped and counted: the client gets
 ``{"event": "lagged", "missed": N}`` where the gap is (it can resync over REST).
 """
 
@@ -455,6 +454,7 @@ class FeedConsumer(AsyncJsonWebsocketConsumer):
             raise InvalidRequest(f"Unknown event types: {', '.join(unknown)}.", param="events",
                                  code="unknown_event")
         self.threads, self.agents, self.events = threads, agents, events
+        turns.snapshots_request(thread_ids=threads)
         return {"threads": sorted(threads), "agents": sorted(agents), "events": sorted(events)}
 
     async def cmd_inject(self, content: dict[str, Any]) -> dict[str, Any]:

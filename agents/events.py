@@ -22,6 +22,10 @@ realtime.event_types_declare({
     "message": ("message",),
     "message_delta": ("thread_id", "agent", "response_id", "text", "reasoning", "tool_calls",
                       "output_chars"),
+    # a reply still streaming, whole so far: what a page that subscribed late starts from
+    # (asked for by subscribing to its thread); later deltas continue at ``output_chars``
+    "message_snapshot": ("thread_id", "agent", "response_id", "text", "reasoning",
+                         "output_chars"),
     "thread_created": ("thread",),
     "thread_updated": ("thread_id", "agent", "status", "message_count", "last_activity",
                        "error"),
@@ -101,6 +105,14 @@ def message_delta(*, thread_id: Any, agent: str, response_id: str, text: str, re
     return realtime.event("message_delta", thread_id=thread_id, agent=agent,
                           response_id=response_id, text=text, reasoning=reasoning,
                           tool_calls=tool_calls, output_chars=output_chars)
+
+
+def message_snapshot(*, thread_id: Any, agent: str, response_id: str, text: str,
+                     reasoning: str) -> dict[str, Any]:
+    """A streaming reply as it stands (``output_chars``: the length of ``text``)."""
+    return realtime.event("message_snapshot", thread_id=thread_id, agent=agent,
+                          response_id=response_id, text=text, reasoning=reasoning,
+                          output_chars=len(text))
 
 
 def error(*, thread_id: Any, agent: str, error: str) -> dict[str, Any]:

@@ -39,7 +39,13 @@ from agents.turns.inject import (
     inject_prepare,
     turn_inject,
 )
-from agents.turns.registry import drain_begin, drain_wait, inflight_turns, thread_kill_local
+from agents.turns.registry import (
+    drain_begin,
+    drain_wait,
+    inflight_turns,
+    snapshots_request,
+    thread_kill_local,
+)
 from agents.turns.runtime import KEEPALIVE, as_gaia_error
 from agents.turns.spec import TurnLike, TurnSpec
 
@@ -66,6 +72,7 @@ __all__ = [
     "model_get",
     "model_list",
     "stored_reply",
+    "snapshots_request",
     "thread_kill_local",
     "tools_close",
     "turn_ask",

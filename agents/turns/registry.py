@@ -36,6 +36,8 @@ class Registered(Protocol):
 
     def interrupt(self) -> None: ...
 
+    def publish_snapshot(self) -> None: ...
+
 
 # The turns running in this process, by thread id (known once the turn is stored).
 _inflight: dict[str, set[Registered]] = {}
@@ -166,6 +168,21 @@ def reload_local(message: dict[str, Any]) -> None:
     kept: they are keyed by their provider's last edit already, and dropping the local
     model's would load it again for nothing."""
     selectors.access_cache_drop()
+
+
+def snapshots_request(*, thread_ids: Any) -> None:
+    """Ask every process for the replies streaming on these threads, whole (a page that
+    subscribed to them missed their earlier deltas): :func:`thread_snapshot_local`."""
+    for thread_id in sorted(thread_ids)[:50]:
+        realtime.send_control("turn_snapshot", thread_id=str(thread_id))
+
+
+@realtime.on_control("turn_snapshot")
+def thread_snapshot_local(message: dict[str, Any]) -> None:
+    """A page subscribed to ``message["thread_id"]``: each turn of this process running on it
+    publishes its reply so far (the page missed the deltas sent before it subscribed)."""
+    for turn in list(_inflight.get(str(message.get("thread_id")), ())):
+        _on_its_loop(turn, turn.publish_snapshot)
 
 
 @realtime.on_control("turn_kill")

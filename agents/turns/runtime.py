@@ -408,6 +408,17 @@ class Turn:
             self._publish_delta()
         return event
 
+    def publish_snapshot(self) -> None:
+        """The reply so far, whole, for a page that subscribed to the thread late; the next
+        delta continues where it ends (its ``output_chars`` minus its text)."""
+        if self._registered is None or self.closed:
+            return
+        self._publish_delta()  # what is due first, so the snapshot is no older than it
+        realtime.send_event(events.message_snapshot(
+            thread_id=self._registered, agent=self.agent.slug,
+            response_id=self.spec.response_id, text="".join(self.reply.text),
+            reasoning="".join(self.reply.reasoning)))
+
     def _publish_delta(self) -> None:
         """Tell the feed what the reply gained since the last time (coalesced: at most one
         event per ``reply.DELTA_INTERVAL`` per turn, however fast the tokens come)."""

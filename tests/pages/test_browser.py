@@ -515,3 +515,41 @@ def test_the_runs_list_filters_and_pages(page, bench_suite):
         assert status == "failed"
     page.goto("/runs/?suite=no-such-suite")
     expect()(page.locator("#run-list")).to_contain_text("No run matches.")
+
+
+def test_a_thread_opened_mid_stream_shows_the_reply_from_its_first_word(page, gaia_server,
+                                                                        make_agent, api_key):
+    words = " ".join(f"word{i}" for i in range(80))
+    agent = make_agent(slug="slowpoke", provider__options={"reply": words, "delay_ms": 60})
+    seen: dict[str, str] = {}
+    done = threading.Event()
+    ready = threading.Event()
+
+    def stream():
+        with httpx.stream("POST", gaia_server.v1 + "/chat/completions", timeout=60, json={
+                "model": agent.slug, "stream": True,
+                "messages": [{"role": "user", "content": "tell me"}]},
+                headers={"Authorization": f"Bearer {api_key}"}) as r:
+            seen["thread"] = r.headers["x-gaia-thread-id"]
+            text = ""
+            for line in r.iter_lines():
+                if '"content"' in line:
+                    text += line
+                if "word12" in text:
+                    ready.set()
+        done.set()
+
+    worker = threading.Thread(target=stream)
+    worker.start()
+    assert ready.wait(30), "the reply did not start"
+    page.goto(f"/threads/{seen['thread']}/")  # a dozen words were sent before it subscribed
+    growing = page.locator("article.streaming .body")
+    expect()(growing).to_contain_text("word30", timeout=15_000)
+    assert not done.is_set(), "the reply ended before the page could show it growing"
+    shown = growing.text_content()
+    assert shown.startswith("word0 word1 word2"), shown[:60]
+    whole = shown.split()[:-1]  # the last word may be cut mid-way
+    assert whole == [f"word{i}" for i in range(len(whole))]  # each once, in order
+    worker.join(60)
+    final = page.locator("article.role-assistant[data-message-id]").last
+    expect()(final.locator(".body")).to_have_text(words, timeout=15_000)

@@ -63,6 +63,10 @@ def test_a_key_made_copied_used_and_revoked_with_a_confirmation(page: Any, gaia_
     expect()(row.locator("time").last).to_have_text("just now")
     row.locator("a").click()
 
+    # its page charts its own usage: the turn it was used for above
+    expect()(page.locator(".usage")).to_have_count(1)
+    expect()(page.locator('.usage [data-usage-total="requests"] .value')).to_have_text("1")
+
     # revoking asks first: "Cancel" leaves the key working
     page.click("#revoke")
     dialog = page.locator("#confirm-dialog")

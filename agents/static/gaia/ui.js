@@ -309,29 +309,58 @@
     }).catch(fail);
   }
 
-  function messageDelta(evt) {
+  /* The bubble of a reply still streaming (made on its first delta or snapshot), or null once
+   * its stored message is drawn (the stored text is whole). A delta sent before a stop
+   * (kill, error) can arrive after the thread_updated that stopped the bubble. */
+  function streamingNode(evt) {
     var box = q("#messages");
-    // The reply's bubble, even one a thread_updated (kill, error) already stopped: a delta sent
-    // before the stop can arrive after it.
     var node = q("article" + attrSel("data-response-id", evt.response_id), box);
-    if (node && node.dataset.messageId) return;  // already stored: the stored text is whole
+    if (node && node.dataset.messageId) return null;
     if (!node) {
-      node = h("article", { "class": "msg role-assistant streaming", "data-response-id": evt.response_id },
+      node = h("article", { "class": "msg role-assistant streaming", "data-response-id": evt.response_id, "data-chars": "0" },
         h("header", null, h("strong", { text: evt.agent }), " ", h("span", { "class": "muted", text: "replying…" })),
         h("details", { "class": "reasoning", hidden: true }, h("summary", { text: "reasoning" }), h("pre", { "class": "text" })),
         h("pre", { "class": "text body" }),
         h("footer", { "class": "meta" }, h("span", { "data-meta": "chars", text: "0" }), " characters so far"));
       box.appendChild(node);
     }
+    var status = q("#thread-status").textContent;
+    if (status === "active" || status === "waiting") show(q("#kill-form"), true);
+    return node;
+  }
+
+  /* A delta continues the text at output_chars - its length: what the bubble holds already
+   * (from a snapshot, say) is not added twice. */
+  function messageDelta(evt) {
+    var node = streamingNode(evt);
+    if (!node) return;
     if (evt.reasoning) {
       var det = q("details.reasoning", node);
       det.hidden = false;
       q("pre", det).textContent += evt.reasoning;
     }
-    if (evt.text) q(".body", node).textContent += evt.text;
+    var text = evt.text || "";
+    var have = Number(node.dataset.chars) || 0;
+    var start = (Number(evt.output_chars) || 0) - text.length;
+    if (start < have) text = text.slice(Math.min(text.length, have - start));
+    if (text) q(".body", node).textContent += text;
+    node.dataset.chars = Math.max(have, Number(evt.output_chars) || 0);
+    q('[data-meta="chars"]', node).textContent = node.dataset.chars;
+  }
+
+  /* A reply that was streaming before this page subscribed, whole so far (message_snapshot):
+   * the page starts from it; the deltas after it continue it. */
+  function messageSnapshot(evt) {
+    var node = streamingNode(evt);
+    if (!node || (Number(node.dataset.chars) || 0) > evt.output_chars) return;
+    q(".body", node).textContent = evt.text || "";
+    if (evt.reasoning) {
+      var det = q("details.reasoning", node);
+      det.hidden = false;
+      q("pre", det).textContent = evt.reasoning;
+    }
+    node.dataset.chars = evt.output_chars;
     q('[data-meta="chars"]', node).textContent = evt.output_chars;
-    var status = q("#thread-status").textContent;
-    if (status === "active" || status === "waiting") show(q("#kill-form"), true);
   }
 
   function resyncThread() {
@@ -406,6 +435,7 @@
     if (PAGE === "dashboard") scheduleOrganism();
   });
   feed.on("message_delta", function (evt) { if (THREAD_ID && !OLDER_PAGE && evt.thread_id === THREAD_ID) messageDelta(evt); });
+  feed.on("message_snapshot", function (evt) { if (THREAD_ID && !OLDER_PAGE && evt.thread_id === THREAD_ID) messageSnapshot(evt); });
   feed.on("tool_call", function (evt) { if (THREAD_ID && evt.thread_id === THREAD_ID) toolEvent(evt); });
   feed.on("tool_result", function (evt) { if (THREAD_ID && evt.thread_id === THREAD_ID) toolEvent(evt); });
   feed.on("approval_requested", function (evt) {
