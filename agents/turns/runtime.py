@@ -2,12 +2,10 @@
 keepalives and timeouts, persistence of whatever happened (reply, partial reply, error), and
 what operators see of it (feed events, a kill from any process).
 
-A turn is opened by :func:`agents.turns.turn_open` (the one door), which builds its
-:class:`TurnSpec`; then :meth:`Turn.open` (errors here become the interface's errors),
-:meth:`Turn.first` (the first backend event, so a provider failing before any output is still
-an error of the request) and :meth:`Turn.events`. While it runs it is in this process's
-registry (:mod:`agents.turns.registry`), so an operator's kill reaches it from any process.
-"""
+Opened by :func:`agents.turns.turn_open` (the one door), then :meth:`Turn.open` (errors here
+are the interface's), :meth:`Turn.first` (a provider failing before any output is an error of
+the request) and :meth:`Turn.events`. It is in this process's registry while it runs
+(:mod:`agents.turns.registry`): a kill or a snapshot request reaches it from any process."""
 
 from __future__ import annotations
 
@@ -409,15 +407,13 @@ class Turn:
         return event
 
     def publish_snapshot(self) -> None:
-        """The reply so far, whole, for a page that subscribed to the thread late; the next
-        delta continues where it ends (its ``output_chars`` minus its text)."""
-        if self._registered is None or self.closed:
-            return
-        self._publish_delta()  # what is due first, so the snapshot is no older than it
-        realtime.send_event(events.message_snapshot(
-            thread_id=self._registered, agent=self.agent.slug,
-            response_id=self.spec.response_id, text="".join(self.reply.text),
-            reasoning="".join(self.reply.reasoning)))
+        """The reply so far, whole, for a page that subscribed late (deltas continue it)."""
+        if self._registered is not None and not self.closed:
+            self._publish_delta()  # what is due first: the snapshot is no older than it
+            realtime.send_event(events.message_snapshot(
+                thread_id=self._registered, agent=self.agent.slug,
+                response_id=self.spec.response_id, text="".join(self.reply.text),
+                reasoning="".join(self.reply.reasoning)))
 
     def _publish_delta(self) -> None:
         """Tell the feed what the reply gained since the last time (coalesced: at most one

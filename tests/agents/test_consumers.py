@@ -314,7 +314,7 @@ async def test_feed_events_of_a_turn_in_order_with_seq(layer, operator_key, echo
     user_msg = events[1]["message"]
     assert user_msg["id"] == ack["message_id"]
     assert user_msg["payload"] == {"content": "hello feed"}
-    assert user_msg["from"] == "ops"
+    assert user_msg["from"] == f"operator key:ops ({operator_key[0].prefix})"  # who sent it
     assert user_msg["to"] == "echo"
     assert events[2] == {**events[2], "agent": "echo", "state": "processing",
                          "current_thread": thread_id}

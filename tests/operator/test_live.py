@@ -148,8 +148,10 @@ def test_inject_stores_at_once_and_the_reply_arrives(gaia_server, make_agent, ke
         return detail if detail["status"] == "completed" else None
 
     detail = wait_for(reply, what="the injected turn's reply")
+    sender = detail["messages"][0]["from"]  # the operator who sent it, not the client
+    assert sender.startswith("operator key:ops (gaia_"), sender
     assert [(m["from"], m["to"], m["payload"]["content"]) for m in detail["messages"]] == [
-        ("ops", "responder", "ping"), ("responder", "ops", "pong from the agent")]
+        (sender, "responder", "ping"), ("responder", "ops", "pong from the agent")]
     assert detail["messages"][1]["finish_reason"] == "stop"
     assert detail["messages"][1]["dialect"] == "operator"
 
