@@ -60,7 +60,10 @@ def assert_envelope(response: Any, allowed: set[int]) -> dict[str, Any]:
             assert isinstance(body.get(field), str), body
             assert body[field], body
         if response.status_code == 400:
-            assert body["code"] in ("invalid", "parse_error") or body.get("param"), body
+            # a field named, or the body as a whole: not JSON, or itself a bad value (a bare
+            # string holding a NUL: nothing inside it to name)
+            assert body["code"] in ("invalid", "parse_error", "invalid_value") or body.get(
+                "param"), body
     return body
 
 
