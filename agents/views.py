@@ -238,17 +238,21 @@ def key_list(request: HttpRequest) -> HttpResponse:
         "agents": Agent.objects.order_by("slug").values_list("slug", flat=True)})
 
 
+def _trail(target: str) -> list[dict[str, Any]]:
+    """The latest 20 audit entries about ``target`` (a key's or a provider's page)."""
+    return [selectors.audit_public(r) for r in selectors.audit_list(target=target)[:20]]
+
+
 @staff_required
 def key_detail(request: HttpRequest, key_id: str) -> HttpResponse:
     try:
         key = selectors.key_public(selectors.key_get(key_id=key_id))
     except NotFound as exc:
         raise Http404(exc.message) from exc
-    trail = selectors.audit_list(target=f"key:{key['prefix']}")[:20]
     return render(request, "ui/key.html", {
         "page": "key", "key": key, "scopes": ApiKey.Scope.choices,
         "agents": Agent.objects.order_by("slug").values_list("slug", flat=True),
-        "trail": [selectors.audit_public(r) for r in trail]})
+        "trail": _trail(f"key:{key['prefix']}")})
 
 
 @staff_required
@@ -264,11 +268,10 @@ def provider_detail(request: HttpRequest, name: str) -> HttpResponse:
         provider = selectors.provider_public(selectors.provider_get(name=name))
     except NotFound as exc:
         raise Http404(exc.message) from exc
-    trail = selectors.audit_list(target=f"provider:{name}")[:20]
     return render(request, "ui/provider.html", {
         "page": "provider", "provider": provider, "kinds": Provider.Kind.choices,
         "options_json": json.dumps(provider["options"], indent=2),
-        "trail": [selectors.audit_public(r) for r in trail]})
+        "trail": _trail(f"provider:{name}")})
 
 
 class AuditFilterForm(forms.Form):
