@@ -46,7 +46,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from chat import free_port, percentile, proc_tree_cpu, production_env, wait_port  # noqa: E402
+from chat import free_port, percentile, proc_tree_cpu, wait_port  # noqa: E402
+from chat_production import production_env  # noqa: E402
 
 AGENTS = 8
 NEEDLE = "quasar"  # one message in 1,000 holds it
