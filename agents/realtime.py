@@ -31,11 +31,12 @@ import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from django.db import transaction
 
 log = logging.getLogger("gaia.realtime")
+T = TypeVar("T")
 
 FEED_GROUP = "agents.feed"
 CONTROL_GROUP = "agents.control"
@@ -249,6 +250,21 @@ async def flush() -> None:
     outlet = _outlets.get(asyncio.get_running_loop())
     while outlet is not None and outlet.sender is not None and not outlet.sender.done():
         await asyncio.shield(outlet.sender)
+
+
+def run_and_flush(main: Awaitable[T]) -> T:
+    """``asyncio.run(main)`` for a worker's work, handing over the events it queued before
+    the loop closes. Turns bind the running loop as the publishing loop, so the events of a
+    service that commits on a database thread near the end (a run's ``run_finished``) are
+    queued on this loop: ``asyncio.run`` would cancel their sender and lose them."""
+    async def run() -> T:
+        try:
+            return await main
+        finally:
+            await asyncio.sleep(0)  # hand-offs already made by other threads are queued now
+            await flush()
+
+    return asyncio.run(run())
 
 
 # ---------------------------------------------------------------------------------------------

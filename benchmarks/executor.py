@@ -42,7 +42,7 @@ from django.conf import settings
 from django.core.files.storage import default_storage
 from django.db import close_old_connections, connections
 
-from agents import turns
+from agents import realtime, turns
 from agents.exceptions import AgentPaused, GaiaError, TurnKilled
 from benchmarks import services
 from benchmarks.models import DETERMINISTIC, BenchmarkResult, BenchmarkRun
@@ -70,7 +70,7 @@ def benchmark_run_execute(*, run_id: int, worker: str | None = None,
     log.info("benchmark run %s claimed by %s (attempt %s)", run_id, worker, run.attempts)
     db = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"bench-db-{run_id}")
     try:
-        return asyncio.run(_RunExecution(run, worker, db).execute())
+        return realtime.run_and_flush(_RunExecution(run, worker, db).execute())
     except Exception as exc:  # a bug or a vanished agent: the run ends failed, saying why
         log.exception("benchmark run %s failed", run_id)
         services.benchmark_run_finish(run_id=run_id, worker=worker,

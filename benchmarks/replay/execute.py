@@ -22,7 +22,7 @@ from typing import Any
 from django.conf import settings
 from django.db import close_old_connections, connections
 
-from agents import llm, turns
+from agents import llm, realtime, turns
 from agents.exceptions import GaiaError
 from benchmarks.models import BenchmarkResult, BenchmarkRun, RunPart, SuiteCase
 from benchmarks.replay import reads, runs, scoring
@@ -46,7 +46,8 @@ def replay_execute(*, run_id: int, worker: str) -> str | None:
             run, part = claimed
             log.info("replay run %s part %s claimed by %s", run_id, part.index, worker)
             try:
-                status = asyncio.run(_PartExecution(run, part, worker, db).execute()) or status
+                status = realtime.run_and_flush(
+                    _PartExecution(run, part, worker, db).execute()) or status
             except Exception as exc:  # a bug: the run ends failed, saying why
                 log.exception("replay run %s part %s failed", run_id, part.index)
                 runs.replay_run_fail(run_id=run_id, error=f"worker error: {exc!r}",

@@ -242,6 +242,40 @@ def test_events_from_a_process_without_a_loop_leave_from_a_thread_of_their_own(
     assert [e["reason"] for e in message["events"]] == ["from a worker"]
 
 
+def test_a_worker_loop_hands_over_the_events_queued_at_its_end(
+        memory_layer: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A benchmark worker runs its turns in ``asyncio.run``-style loops: the turns make that
+    loop the publishing loop, so the run's last events (committed on a database thread just
+    before the loop ends: ``run_finished``) are queued there. Its loop hands them over before
+    it closes; a plain ``asyncio.run`` cancelled their sender and pages never heard the run
+    end."""
+    monkeypatch.setattr(realtime, "_bound", None)
+
+    async def join() -> str:
+        channel = await memory_layer.new_channel()
+        await memory_layer.group_add(realtime.FEED_GROUP, channel)
+        return channel
+
+    channel = asyncio.run(join())
+    layer_send = memory_layer.group_send
+
+    async def over_the_network(*args: Any) -> None:  # as Redis takes a round trip
+        await asyncio.sleep(0.05)
+        await layer_send(*args)
+
+    monkeypatch.setattr(memory_layer, "group_send", over_the_network)
+
+    async def work() -> str:
+        realtime.bind()  # as a turn does
+        await asyncio.get_running_loop().run_in_executor(
+            None, realtime.send_event, realtime.event("config_changed", reason="run ended"))
+        return "done"
+
+    assert realtime.run_and_flush(work()) == "done"
+    message = asyncio.run(asyncio.wait_for(memory_layer.receive(channel), 5))
+    assert [e["reason"] for e in message["events"]] == ["run ended"]
+
+
 # ---------------------------------------------------------------------------------------------
 # The runtime's registry of in-flight turns
 
