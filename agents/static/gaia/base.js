@@ -236,6 +236,7 @@
   function duration(ms) {
     ms = num(ms);
     if (ms === null || isNaN(ms)) return "–";
+    if (ms < 60000 && ms % 1000 === 0) return ms / 1000 + " s";  // whole seconds (uptime)
     if (ms < 1000) return Math.round(ms) + " ms";
     if (ms < 60000) return (ms / 1000).toFixed(ms < 10000 ? 1 : 0) + " s";
     var s = Math.round(ms / 1000);
