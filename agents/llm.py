@@ -70,7 +70,10 @@ class Message:
 
     @property
     def text(self) -> str:
-        return "".join(p.text for p in self.parts if isinstance(p, TextPart))
+        parts = self.parts
+        if len(parts) == 1 and type(parts[0]) is TextPart:  # the usual message: no join
+            return parts[0].text
+        return "".join(p.text for p in parts if isinstance(p, TextPart))
 
     @property
     def has_images(self) -> bool:

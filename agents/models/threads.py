@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from django.db import models
 
@@ -148,16 +149,26 @@ class Message(models.Model):
 
     def to_llm(self) -> llm.Message:
         """This stored message as the runtime's canonical message (what a provider gets)."""
-        parts: list[llm.Part] = []
-        if self.content:
-            parts.append(llm.TextPart(self.content))
-        for p in self.parts or []:
-            parts.append(llm.ImagePart(url=p.get("url"), data=p.get("data"),
-                                       media_type=p.get("media_type")))
+        return self.llm_of(self.role, self.content, self.parts, self.tool_calls,
+                           self.tool_call_id)
+
+    # The columns :meth:`llm_of` takes, for reads that skip building model instances.
+    LLM_FIELDS = ("role", "content", "parts", "tool_calls", "tool_call_id")
+
+    @staticmethod
+    def llm_of(role: str, content: str, parts: list[dict[str, Any]] | None,
+               tool_calls: list[dict[str, Any]] | None, tool_call_id: str) -> llm.Message:
+        """A stored message's columns (:attr:`LLM_FIELDS`) as the runtime's message."""
+        out: list[llm.Part] = []
+        if content:
+            out.append(llm.TextPart(content))
+        for p in parts or ():
+            out.append(llm.ImagePart(url=p.get("url"), data=p.get("data"),
+                                     media_type=p.get("media_type")))
         calls = tuple(llm.ToolCall(c["id"], c["name"], c["arguments"])
-                      for c in self.tool_calls or [])
-        return llm.Message(role=self.role, parts=tuple(parts),  # type: ignore[arg-type]
-                           tool_calls=calls, tool_call_id=self.tool_call_id or None)
+                      for c in tool_calls or ())
+        return llm.Message(role=role, parts=tuple(out),  # type: ignore[arg-type]
+                           tool_calls=calls, tool_call_id=tool_call_id or None)
 
     @classmethod
     def from_llm(cls, message: llm.Message, *, thread_id: uuid.UUID, seq: int,

@@ -7,7 +7,7 @@ import yaml
 
 from agents import llm
 from agents.exceptions import AuthenticationFailed, InvalidRequest, NotFound
-from agents.models import Agent, ApiKey, Provider, Thread
+from agents.models import Agent, ApiKey, Message, Provider, Thread
 from agents.services import (
     TurnResult,
     agents_export,
@@ -141,6 +141,28 @@ def test_failed_empty_reply_is_recorded_but_not_replayed(make_agent):
     assert thread.messages.count() == 2
     again = begin(agent, None, msgs(("user", "b")), thread_id=str(start.thread_id))
     assert [m.role for m in again.history] == ["user", "user"]
+
+
+def test_a_stateful_thread_gives_back_images_tool_calls_and_results_as_they_were_said(
+        make_agent):
+    """The stored conversation is read as plain columns (issue 27): what comes back is what
+    each row's ``to_llm`` gives, inner work left out."""
+    agent = make_agent()
+    said = [
+        llm.Message("user", (llm.TextPart("what is this?"),
+                             llm.ImagePart(url="https://example.com/a.png"))),
+        llm.Message("assistant", (), tool_calls=(llm.ToolCall("c1", "look", '{"q": 1}'),)),
+        llm.Message("tool", (llm.TextPart("a cat"),), tool_call_id="c1"),
+    ]
+    start = begin(agent, None, said)
+    finish(start, "A cat.")
+    Message.objects.create(thread_id=start.thread_id, seq=99, role="assistant",
+                           content="inner work", internal=True)
+    again = begin(agent, None, msgs(("user", "sure?")), thread_id=str(start.thread_id))
+    rows = Message.objects.filter(thread_id=start.thread_id, internal=False).order_by("seq")
+    assert again.history == [r.to_llm() for r in rows]  # the new message stored too
+    assert again.history[:3] == said
+    assert again.history[3].text == "A cat."
 
 
 def test_session_fallback_is_deterministic_and_distinguishes_users():
