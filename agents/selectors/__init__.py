@@ -52,6 +52,9 @@ from agents.selectors.health import (
     health_report,
     organism_info,
 )
+from agents.selectors.history import (
+    thread_history,
+)
 from agents.selectors.knowledge import (
     knowledge_retrieve,
     passages_prompt,
@@ -85,6 +88,7 @@ from agents.selectors.usage import (
 )
 
 __all__ = [
+    "thread_history",
     "agent_last_error",
     "audit_list",
     "audit_public",

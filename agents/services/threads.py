@@ -18,9 +18,9 @@ from agents import events, llm, realtime, selectors
 from agents.exceptions import NotFound
 from agents.models import Agent, ApiKey, Message, Thread
 from agents.rows import Add, rows_insert, rows_update
+from agents.selectors.history import FAILED_FINISHES  # noqa: F401 - services re-export it
 from agents.services.usage import UsageTurn, usage_error_kind, usage_record
 
-FAILED_FINISHES = ("error", "client_disconnected", "interrupted")
 INTERRUPTED_ERROR = ("The turn was interrupted: the server process running it stopped before "
                      "the reply was complete.")
 EMPTY_DIGEST = hashlib.sha256(b"gaia-thread").hexdigest()
@@ -186,7 +186,7 @@ def thread_turn_begin(
             # who happened to start the same way: give them their own thread, don't queue.
             return create(None)
         if stateful:
-            stored = _stored_history(thread.pk)
+            stored = selectors.thread_history(thread.pk)
             new_messages = incoming
             history = stored + incoming
             new_chain = digest_chain(incoming, start=thread.history_digest)
@@ -217,19 +217,6 @@ def thread_turn_begin(
                      message_ids=tuple(r.pk for r in rows), agent_id=agent.pk,
                      agent_slug=agent.slug, found="stateful" if stateful else "continued",
                      key_id=api_key.pk if api_key else 0)
-
-
-def _stored_history(thread_id: uuid.UUID) -> list[llm.Message]:
-    """The conversation a stateful thread holds, as the provider gets it: its messages in
-    order, without the agent's own inner work and without failed replies that said nothing.
-    Read as plain columns: building model instances was 80% of a turn's CPU on a
-    1,000-message thread (issue 27: 31 ms against 4 ms for a new thread, SQLite)."""
-    rows = (Message.objects.filter(thread_id=thread_id, internal=False).order_by("seq")
-            .values_list(*Message.LLM_FIELDS, "finish_reason"))
-    return [Message.llm_of(role, content, parts, calls, call_id)
-            for role, content, parts, calls, call_id, finish in rows
-            if not (role == "assistant" and finish in FAILED_FINISHES
-                    and not content and not calls)]
 
 
 def _announce_turn_begin(*, agent: Agent, client: str, thread: Thread, rows: list[Message],

@@ -165,6 +165,32 @@ def test_a_stateful_thread_gives_back_images_tool_calls_and_results_as_they_were
     assert again.history[3].text == "A cat."
 
 
+def test_a_kept_conversation_reads_what_others_stored_since_and_rereads_when_rows_go(
+        make_agent):
+    """Each process keeps the conversations it read (agents.selectors.history) and reads only
+    the rows stored since: turns served by another process, failed replies, rows deleted."""
+    from agents.selectors.history import thread_history
+
+    agent = make_agent()
+    start = begin(agent, None, msgs(("user", "one")))
+    finish(start, "1")
+    thread_id = str(start.thread_id)
+    second = begin(agent, None, msgs(("user", "two")), thread_id=thread_id)
+    finish(second, "2")
+    assert [m.text for m in thread_history(start.thread_id)] == ["one", "1", "two", "2"]
+    # another process's turns: a reply, and a failed one that said nothing (not replayed)
+    Message.objects.create(thread_id=start.thread_id, seq=4, role="user", content="three")
+    Message.objects.create(thread_id=start.thread_id, seq=5, role="assistant", content="",
+                           finish_reason="error")
+    Thread.objects.filter(pk=start.thread_id).update(message_count=6)
+    third = begin(agent, None, msgs(("user", "four")), thread_id=thread_id)
+    assert [m.text for m in third.history] == ["one", "1", "two", "2", "three", "four"]
+    thread_turn_finish(start=third, result=TurnResult(text="4"), dialect="chat")
+    Message.objects.filter(thread_id=start.thread_id, seq__in=[0, 1]).delete()
+    fourth = begin(agent, None, msgs(("user", "five")), thread_id=thread_id)
+    assert [m.text for m in fourth.history] == ["two", "2", "three", "four", "4", "five"]
+
+
 def test_session_fallback_is_deterministic_and_distinguishes_users():
     m = msgs(("user", "hello"))
     assert session_key_fallback(model="a", user=None, messages=m) == session_key_fallback(
