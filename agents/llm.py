@@ -354,7 +354,10 @@ def estimate_message_tokens(m: Message) -> int:
     total = 4 + estimate_tokens(m.text)
     for c in m.tool_calls:
         total += estimate_tokens(c.name) + estimate_tokens(c.arguments)
-    return total + sum(85 for p in m.parts if isinstance(p, ImagePart))
+    parts = m.parts
+    if len(parts) == 1 and type(parts[0]) is TextPart:  # the usual message: every turn
+        return total  # estimates the whole conversation, so this skips a generator a message
+    return total + sum(85 for p in parts if isinstance(p, ImagePart))
 
 
 def estimate_request_tokens(request: LLMRequest) -> int:
