@@ -83,6 +83,8 @@ class Thread(models.Model):
             # ``run_id IS NULL`` is not one (with run_id leading, it sorted 100,000 rows).
             models.Index(fields=["-updated_at", "id"], name="thread_recent",
                          condition=models.Q(run_id__isnull=True)),
+            # Every thread (the admin's list: benchmark threads too).
+            models.Index(fields=["-updated_at", "-id"], name="thread_all_recent"),
             models.Index(fields=["status", "-updated_at"], name="thread_status_recent"),
             models.Index(fields=["agent", "-updated_at"], name="thread_agent_recent"),
         ]

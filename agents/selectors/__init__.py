@@ -73,6 +73,7 @@ from agents.selectors.threads import (
     message_public,
     message_public_row,
     stored_reply_get,
+    thread_admin_search,
     thread_branch_for_response,
     thread_get,
     thread_list,
@@ -88,6 +89,7 @@ from agents.selectors.usage import (
 )
 
 __all__ = [
+    "thread_admin_search",
     "thread_history",
     "agent_last_error",
     "audit_list",

@@ -3,11 +3,12 @@ and the operator API), the filtered lists, and the stored replies clients contin
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from typing import Any
 
 from django.db import connections
-from django.db.models import Prefetch, QuerySet
+from django.db.models import Prefetch, Q, QuerySet
 from django.db.models.expressions import RawSQL
 
 from agents import llm
@@ -163,6 +164,20 @@ def thread_ids_matching(q: str) -> QuerySet[Any]:
     else:
         messages = Message.objects.filter(content__icontains=q).order_by().values("thread_id")
     return titles.union(messages)
+
+
+def thread_admin_search(threads: QuerySet[Thread], term: str) -> QuerySet[Thread]:
+    """The admin's thread search: the thread with this id, the threads of this session key,
+    and those whose title or messages contain ``term`` (through the text indexes, as
+    :func:`thread_list`'s ``q``). Substring matches on ids and keys read every thread (a
+    million messages' admin search took 0.9-1.1 s, issue 27)."""
+    term = term.strip()
+    if not term:
+        return threads
+    match = Q(session_key=term) | Q(pk__in=thread_ids_matching(term))
+    with contextlib.suppress(ValueError):
+        match |= Q(pk=uuid.UUID(term))
+    return threads.filter(match)
 
 
 def thread_get(*, thread_id: Any) -> Thread:

@@ -160,3 +160,30 @@ def test_agent_admin_saves_listed_and_context_overflow(staff, make_agent):
     agent.refresh_from_db()
     assert agent.listed is False  # an unticked box
     assert agent.context_overflow == "trim_oldest"
+
+
+def test_thread_list_finds_by_id_session_key_or_text_through_the_indexes(staff, make_agent):
+    """The admin's thread search (issue 27): an exact id or session key, or text in a title
+    or a message (the text indexes, as the console's search); a substring of a session key
+    is not a match any more (that read every thread)."""
+    agent = make_agent()
+    first = Thread.objects.create(agent=agent, session_key="team:alpha", history_digest="a",
+                                  title="Budget talk")
+    second = Thread.objects.create(agent=agent, session_key="team:beta", history_digest="b",
+                                   title="Other")
+    second.messages.create(seq=0, role="user", content="where is the quasar report?")
+    Thread.objects.create(agent=agent, session_key="team:gamma", history_digest="c",
+                          title="Unrelated")
+    url = reverse("admin:agents_thread_changelist")
+
+    def found(term):
+        page = staff.get(url, {"q": term})
+        assert page.status_code == 200
+        return {t.pk for t in page.context["cl"].result_list}
+
+    assert found("team:alpha") == {first.pk}
+    assert found(str(second.pk)) == {second.pk}
+    assert found("QUASAR") == {second.pk}
+    assert found("budget") == {first.pk}
+    assert found("team:") == set()
+    assert len(found("")) == 3

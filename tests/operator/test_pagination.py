@@ -148,3 +148,27 @@ def test_total_messages_follows_every_insert_and_delete(ops, echo_agent, make_th
     assert total() == Message.objects.count() == 3
     Message.objects.filter(thread_id=keep, role="assistant").delete()
     assert total() == Message.objects.count() == 2
+
+
+def test_the_admin_thread_list_walks_an_index(admin_client, echo_agent, make_thread):
+    """The admin lists every thread (benchmark threads too), latest first, reading its page
+    off ``thread_all_recent`` with the agents and keys fetched apart: joined, SQLite sorted
+    every thread on each page."""
+    from django.test.utils import CaptureQueriesContext
+
+    make_thread(echo_agent, "hello", reply="hi")
+    with CaptureQueriesContext(connection) as queries:
+        assert admin_client.get("/admin/agents/thread/").status_code == 200
+    listing = next(q["sql"] for q in queries.captured_queries
+                   if 'FROM "agents_thread"' in q["sql"] and "ORDER BY" in q["sql"])
+    assert "JOIN" not in listing
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute("SET LOCAL enable_seqscan = off")
+            cursor.execute("EXPLAIN " + listing)
+            plan = "\n".join(row[0] for row in cursor.fetchall())
+        else:
+            cursor.execute("EXPLAIN QUERY PLAN " + listing)
+            plan = "\n".join(str(row[-1]) for row in cursor.fetchall())
+    assert "thread_all_recent" in plan, plan
+    assert "TEMP B-TREE" not in plan and "Sort" not in plan, plan
