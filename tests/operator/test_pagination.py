@@ -171,4 +171,5 @@ def test_the_admin_thread_list_walks_an_index(admin_client, echo_agent, make_thr
             cursor.execute("EXPLAIN QUERY PLAN " + listing)
             plan = "\n".join(str(row[-1]) for row in cursor.fetchall())
     assert "thread_all_recent" in plan, plan
-    assert "TEMP B-TREE" not in plan and "Sort" not in plan, plan
+    assert "TEMP B-TREE" not in plan, plan
+    assert "Sort" not in plan, plan
