@@ -2,7 +2,10 @@
 
 At start it chains its own handler before the server's for SIGTERM and SIGINT (uvicorn installs
 its handlers before the lifespan starts), so from the moment a stop is asked for, turns that
-the server later cancels are recorded as interrupted rather than as clients that left; and it
+the server later cancels are recorded as interrupted rather than as clients that left, and
+streams still running shortly before the server's graceful period ends (uvicorn's
+``--timeout-graceful-shutdown``, after which it cuts every connection) are stopped first, so
+that each client gets its dialect's error frame and end of stream rather than a cut; and it
 schedules one sweep for turns a dead process left behind (their leases expire a lease's length
 after it died). At shutdown, after the server's graceful period, it waits until every turn of
 the process is recorded and its lease released, then closes its MCP connections (the stdio
@@ -24,6 +27,18 @@ from django.conf import settings
 log = logging.getLogger("gaia.lifespan")
 
 SHUTDOWN_RECORD_SECONDS = 10.0  # at most this long to record the turns still running
+# Streams still running this long before the server's graceful period ends (at most half of
+# it) are stopped with their dialect's error frame: time to send it and record the turn.
+STREAM_STOP_MARGIN_SECONDS = 1.0
+
+
+def grace_period(handler: Any) -> float | None:
+    """The graceful-shutdown period of the server whose signal handler is ``handler``:
+    uvicorn's ``--timeout-graceful-shutdown`` (its handler is a method of its ``Server``).
+    ``None`` when unknown or unbounded (the server then waits for every stream to end)."""
+    config = getattr(getattr(handler, "__self__", None), "config", None)
+    grace = getattr(config, "timeout_graceful_shutdown", None)
+    return float(grace) if isinstance(grace, int | float) else None
 
 
 class Lifespan:
@@ -32,6 +47,7 @@ class Lifespan:
     def __init__(self, app: Any) -> None:
         self.app = app
         self._sweep: asyncio.Task[None] | None = None
+        self._stopping = False  # a stop signal came: the streams' stop is scheduled
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "lifespan":
@@ -50,12 +66,14 @@ class Lifespan:
     def startup(self) -> None:
         from agents import realtime, turns
 
+        loop = asyncio.get_running_loop()
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGINT):
                 previous = signal.getsignal(sig)
 
                 def handler(signum: int, frame: Any, previous: Any = previous) -> None:
                     turns.drain_begin()
+                    self._streams_stop_later(loop, grace_period(previous))
                     if callable(previous):
                         previous(signum, frame)
 
@@ -67,7 +85,18 @@ class Lifespan:
         # This loop publishes the process's events (and runs the turns of its benchmark
         # worker: agents.turns.turn_ask) from now on, not the first request's.
         realtime.bind()
-        self._sweep = asyncio.get_running_loop().create_task(self._sweep_later())
+        self._sweep = loop.create_task(self._sweep_later())
+
+    def _streams_stop_later(self, loop: asyncio.AbstractEventLoop, grace: float | None) -> None:
+        """Once per stop: schedule, from the signal handler, the stop of the turns still
+        running shortly before the server's graceful period of ``grace`` seconds ends."""
+        if self._stopping or grace is None or loop.is_closed():
+            return
+        self._stopping = True
+        delay = max(0.0, grace - min(STREAM_STOP_MARGIN_SECONDS, grace / 2))
+        from agents import turns
+
+        loop.call_soon_threadsafe(loop.call_later, delay, turns.drain_interrupt)
 
     async def _sweep_later(self) -> None:
         """Once a lease's length after start, record the turns a dead process left."""

@@ -270,6 +270,11 @@ GAIA_KEEPALIVE_SECONDS = env.float("GAIA_KEEPALIVE_SECONDS", default=15.0)
 # whose server process died is free again (and its turn recorded as interrupted) this long after.
 GAIA_THREAD_LOCK_SECONDS = env.float("GAIA_THREAD_LOCK_SECONDS", default=30.0)
 GAIA_THREAD_WAIT_SECONDS = env.float("GAIA_THREAD_WAIT_SECONDS", default=300.0)
+# A streaming reply's text so far is written to its thread at most this often (seconds), or
+# sooner once it grew by GAIA_REPLY_CHECKPOINT_CHARS characters, so that a server process that
+# dies (kill -9) leaves what its client already read (agents/turns/checkpoint.py). 0: off.
+GAIA_REPLY_CHECKPOINT_SECONDS = env.float("GAIA_REPLY_CHECKPOINT_SECONDS", default=1.0)
+GAIA_REPLY_CHECKPOINT_CHARS = env.int("GAIA_REPLY_CHECKPOINT_CHARS", default=2000)
 GAIA_DEBUG_REQUESTS = env.bool("GAIA_API_DEBUG", default=False)
 GAIA_SHOW_PROMPTS = env.bool("GAIA_SHOW_PROMPTS", default=False)
 GAIA_DB_THREADS = env.int("GAIA_DB_THREADS", default=4)  # PostgreSQL; SQLite uses one

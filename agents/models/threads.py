@@ -46,6 +46,10 @@ class Thread(models.Model):
     lock_token = models.CharField(max_length=32, blank=True, editable=False)
     lock_expires_at = models.DateTimeField(null=True, blank=True, editable=False)
     last_error = models.TextField(blank=True)
+    # The reply of the turn holding the lease, as far as it had streamed at its last
+    # checkpoint (agents.turns.checkpoint): what an interrupted turn's message keeps when its
+    # process died. Emptied when the turn is recorded.
+    partial_reply = models.TextField(blank=True, editable=False)
     route = models.JSONField(
         null=True, blank=True,
         help_text="How a request for a virtual model (auto, team/...) reached this thread's "

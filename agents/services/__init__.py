@@ -65,6 +65,7 @@ from agents.services.providers import (
     provider_save,
     provider_secrets_kept,
 )
+from agents.services.replies import thread_reply_checkpoint
 from agents.services.threads import (
     EMPTY_DIGEST,
     FAILED_FINISHES,
@@ -158,6 +159,7 @@ __all__ = [
     "thread_kill",
     "thread_leases_renew",
     "thread_leases_sweep",
+    "thread_reply_checkpoint",
     "thread_turn_begin",
     "thread_turn_finish",
     "usage_error_kind",

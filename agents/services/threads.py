@@ -242,18 +242,22 @@ def _lease_free(now: Any) -> Q:
 
 def _thread_record_abandoned(*, thread: Thread, agent: Agent, now: Any) -> int:
     """Record that the turn which held ``thread``'s (now expired) lease never finished: an
-    empty assistant message with finish reason ``interrupted`` and the thread's
-    ``last_error``; the feed hears of it. Call inside the transaction that takes the lease.
-    Returns the thread's new message count."""
+    assistant message with finish reason ``interrupted`` holding the reply's text as far as
+    its last checkpoint, and the thread's ``last_error``; the feed hears of it. Call inside
+    the transaction that takes the lease. Returns the thread's new message count."""
     seq = thread.message_count
+    key_id, text = Thread.objects.filter(pk=thread.pk).values_list(
+        "api_key_id", "partial_reply").get()  # the reply as far as its last checkpoint
     row = Message.objects.create(
-        thread_id=thread.pk, seq=seq, role=Message.Role.ASSISTANT, content="",
+        thread_id=thread.pk, seq=seq, role=Message.Role.ASSISTANT, content=text,
         finish_reason="interrupted", error=INTERRUPTED_ERROR, dialect="",
     )
-    Thread.objects.filter(pk=thread.pk).update(
-        message_count=seq + 1, status=Thread.Status.ERROR, last_error=INTERRUPTED_ERROR,
-        updated_at=now)
-    key_id = Thread.objects.filter(pk=thread.pk).values_list("api_key_id", flat=True).first()
+    update: dict[str, Any] = {"message_count": seq + 1, "status": Thread.Status.ERROR,
+                              "last_error": INTERRUPTED_ERROR, "updated_at": now}
+    if text:  # replayable, as thread_turn_finish stores a partial reply
+        thread.history_digest = update["history_digest"] = digest_chain(
+            [row.to_llm()], start=thread.history_digest)[-1]
+    Thread.objects.filter(pk=thread.pk).update(partial_reply="", **update)
     usage_record(turn=UsageTurn(
         at=row.created_at, agent_id=agent.pk, key_id=key_id or 0, model=agent.model_name,
         error_kind="interrupted", input_tokens=0, output_tokens=0, ttft_ms=None,
@@ -288,8 +292,9 @@ def thread_leases_sweep() -> int:
         with transaction.atomic():
             if Thread.objects.filter(pk=thread.pk, lock_expires_at__lt=now).update(
                     lock_token="", lock_expires_at=None):
-                fresh = Thread.objects.only("message_count").get(pk=thread.pk)
+                fresh = Thread.objects.only("message_count", "history_digest").get(pk=thread.pk)
                 thread.message_count = fresh.message_count
+                thread.history_digest = fresh.history_digest
                 _thread_record_abandoned(thread=thread, agent=thread.agent, now=now)
                 found += 1
     return found
@@ -355,6 +360,7 @@ def thread_turn_finish(
         "last_error": result.error,
         "lock_token": "",
         "lock_expires_at": None,
+        "partial_reply": "",
     }
     if result.usage_estimated:
         update["usage_estimated"] = True
@@ -374,7 +380,7 @@ def thread_turn_finish(
             update["message_count"] = seq + 1
             if replayable:
                 update["history_digest"] = digest_chain([reply], start=thread.history_digest)[-1]
-            for lease_field in ("lock_token", "lock_expires_at"):
+            for lease_field in ("lock_token", "lock_expires_at", "partial_reply"):
                 update.pop(lease_field)
             rows_update(Thread, where={"id": start.thread_id}, values=update)
         row = Message.from_llm(reply, thread_id=start.thread_id, seq=seq, dialect=dialect)

@@ -41,6 +41,7 @@ from agents.turns.inject import (
 )
 from agents.turns.registry import (
     drain_begin,
+    drain_interrupt,
     drain_wait,
     inflight_turns,
     snapshots_request,
@@ -60,6 +61,7 @@ __all__ = [
     "as_gaia_error",
     "authorize",
     "drain_begin",
+    "drain_interrupt",
     "drain_wait",
     "inflight_turns",
     "inject",

@@ -131,13 +131,21 @@ def drain_begin() -> None:
     _draining = True
 
 
-async def drain_wait(within: float) -> None:
-    """Wait (at most ``within`` seconds) until every turn of this process is recorded and
-    its lease released; turns still running are stopped and recorded as interrupted."""
+def drain_interrupt() -> None:
+    """Stop every turn of this process now, recorded as ``interrupted`` with its partial
+    reply; a streaming client gets its dialect's error frame (and the stream's end) while the
+    connection is still open: the server calls this before its graceful period runs out and
+    it cuts what is left (gaia_site.lifespan)."""
     drain_begin()
     for turns in list(_inflight.values()):
         for turn in list(turns):
             _on_its_loop(turn, turn.interrupt)
+
+
+async def drain_wait(within: float) -> None:
+    """Wait (at most ``within`` seconds) until every turn of this process is recorded and
+    its lease released; turns still running are stopped and recorded as interrupted."""
+    drain_interrupt()
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
         pending = [t for t in _background if not t.done()]

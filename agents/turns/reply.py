@@ -105,11 +105,11 @@ class Reply:
     def fill(self, result: services.TurnResult, request: llm.LLMRequest | None) -> None:
         """Copy what is stored of the reply into ``result``: text, reasoning and tool calls
         made storable, usage, latency, the provider's finish reason, time to first token."""
-        result.text = _storable("".join(self.text))
-        result.reasoning = _storable("".join(self.reasoning))
+        result.text = storable("".join(self.text))
+        result.reasoning = storable("".join(self.reasoning))
         result.logprobs = list(self.logprobs)
-        result.tool_calls = [llm.ToolCall(_storable(c.id), _storable(c.name),
-                                          _storable(c.arguments)) for c in self.tool_calls]
+        result.tool_calls = [llm.ToolCall(storable(c.id), storable(c.name),
+                                          storable(c.arguments)) for c in self.tool_calls]
         if request is not None:
             usage = self.usage_for(request)
             result.input_tokens, result.output_tokens = usage.input_tokens, usage.output_tokens
@@ -140,7 +140,7 @@ def outcome(error: BaseException | None, result: services.TurnResult, *, killed:
     return result.finish_reason, result.error
 
 
-def _storable(text: str) -> str:
+def storable(text: str) -> str:
     """``text`` without what no database text column takes: NUL characters (PostgreSQL
     refuses them) and lone surrogates (they cannot be encoded)."""
     if "\x00" in text:

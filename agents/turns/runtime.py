@@ -23,7 +23,7 @@ from agents import events, llm, realtime, selectors, services
 from agents.backends import backend_for, fallback_stream
 from agents.database import run_db
 from agents.exceptions import Conflict, ContextTooLong, GaiaError, TurnInterrupted, TurnKilled
-from agents.turns import registry, requests
+from agents.turns import checkpoint, registry, requests
 from agents.turns.loop import AgentLoop
 from agents.turns.reply import KILLED_ERROR, Reply, outcome
 from agents.turns.spec import TurnSpec, events_to_end
@@ -59,6 +59,7 @@ class Turn:
         self._events: asyncio.Queue[Any] = asyncio.Queue()  # filled by _pump
         self._pump_task: asyncio.Task[None] | None = None
         self.reply = Reply()
+        self.checkpoint = checkpoint.Checkpoint()  # the reply so far, kept on its thread
         self.closed = False
         self.killed = False
         self._interrupted = False
@@ -290,10 +291,8 @@ class Turn:
 
     async def first(self, wait: float) -> Any:
         """The first event, waiting at most ``wait`` seconds; ``KEEPALIVE`` if none came yet.
-
         Returns once the turn's messages are stored too (so ``thread_id`` is known). A backend
-        error here propagates (and is recorded): nothing was sent to the client yet.
-        """
+        error here propagates (and is recorded): nothing was sent to the client yet."""
         assert self.request is not None
         self._set_waiting(True)
         self._send(on_sent=self._on_sent)
@@ -404,6 +403,7 @@ class Turn:
         self.reply.absorb(event)
         if self._registered is not None and self.reply.delta_due():
             self._publish_delta()
+        self.checkpoint.offer(self, event)
         return event
 
     def publish_snapshot(self) -> None:

@@ -5,9 +5,12 @@ still at work), called back to back in this process, no server, no event loop. F
 built but not published.
 
 Runs on a throwaway SQLite file, or on the database in DATABASE_URL (migrated first). Prints CPU
-and wall time per turn; ``--profile`` adds cProfile's top functions.
+and wall time per turn; ``--profile`` adds cProfile's top functions. ``--checkpoint-chars N``
+also times a streaming reply's checkpoint (``thread_reply_checkpoint``: the reply's first N
+characters written to its thread, agents/turns/checkpoint.py), the one write a turn adds per
+second or per 2,000 characters while it streams.
 
-  .venv/bin/python scripts/perf/turn_writes.py [--turns 2000] [--profile]
+  .venv/bin/python scripts/perf/turn_writes.py [--turns 2000] [--profile] [--checkpoint-chars 11000]
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=2000)
     parser.add_argument("--warmup", type=int, default=200)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--checkpoint-chars", type=int, default=0)
     args = parser.parse_args()
     os.environ.setdefault("GAIA_DATA_DIR", tempfile.mkdtemp(prefix="gaia-perf-writes-"))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gaia_site.settings")
@@ -79,6 +83,33 @@ def main() -> None:
           + (" (under cProfile)" if profile else ""))
     if profile is not None:
         pstats.Stats(profile).sort_stats("tottime").print_stats(25)
+    if args.checkpoint_chars:
+        checkpoints(args.turns, args.checkpoint_chars, engine, agent, key)
+
+
+def checkpoints(n: int, chars: int, engine: str, agent: object, key: object) -> None:
+    """CPU and wall time of one checkpoint of a ``chars``-character reply, on a turn that
+    holds its thread's lease (the write it makes: one UPDATE of one column)."""
+    from agents import llm, services
+
+    incoming = [llm.Message(role="user", parts=(llm.TextPart("a long answer, please"),))]
+    start = services.thread_turn_begin(
+        agent=agent, api_key=key, thread_id=None, user=None, incoming=incoming,
+        session_key="perf-checkpoint", workspace_root=None, dialect="chat", lease_seconds=3600,
+        exclusive=False)
+    assert start is not None
+    text = ("lorem ipsum " * (chars // 12 + 1))[:chars]
+    for i in range(50):
+        assert services.thread_reply_checkpoint(thread_id=start.thread_id,
+                                                lock_token=start.lock_token, text=text[:i])
+    cpu, wall = time.process_time(), time.perf_counter()
+    for i in range(n):
+        services.thread_reply_checkpoint(thread_id=start.thread_id,
+                                         lock_token=start.lock_token, text=text[:chars - i % 7])
+    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    print(f"{engine}: {n} checkpoints of {chars} characters, {cpu / n * 1000:.3f} ms CPU and "
+          f"{wall / n * 1000:.3f} ms wall each (this process; the database's own work is in "
+          "the wall time)")
 
 
 if __name__ == "__main__":
