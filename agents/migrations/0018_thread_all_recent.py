@@ -11,7 +11,7 @@ class Migration(migrations.Migration):
     atomic = False
 
     dependencies = [
-        ('agents', '0016_message_tally'),
+        ('agents', '0017_thread_partial_reply'),
     ]
 
     operations = [
