@@ -132,7 +132,7 @@ def _build(threads: int, messages: int) -> dict[str, Any]:
         "input_tokens": "0", "output_tokens": "0",
         "usage_estimated": "false" if pg else "0",
         "history_digest": "'scale-' || i", "lock_token": "''", "lock_expires_at": "NULL",
-        "last_error": "''", "route": "NULL",
+        "last_error": "''", "partial_reply": "''", "route": "NULL",
         "run_id": "CASE WHEN i % 50 = 49 THEN 1 ELSE NULL END",
         "parent_message_id": "NULL", "created_at": ago, "updated_at": ago,
     }
