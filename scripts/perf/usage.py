@@ -305,7 +305,7 @@ def main() -> None:
         rebuild_s = time.perf_counter() - t0
         from agents.models import UsageBucket
 
-        buckets = {s: UsageBucket.objects.filter(span=s).count() for s in (60, 3600)}
+        buckets = {s: UsageBucket.objects.filter(span=s).count() for s in (60, 3600, 21600)}
         with connection.cursor() as c:
             c.execute("CREATE INDEX perf_message_created ON agents_message (created_at)")
         if connection.vendor == "postgresql":
@@ -331,7 +331,7 @@ def main() -> None:
           f"threads over 30 days, 8 agents, 4 models, 20 keys")
     print(f"fill: {fill_s:.0f} s (bulk insert {data['insert_s']:.0f} s); roll-up rebuilt from "
           f"{counted:,} replies in {rebuild_s:.0f} s: {buckets[60]:,} minute rows, "
-          f"{buckets[3600]:,} hour rows")
+          f"{buckets[3600]:,} hour rows, {buckets[21600]:,} 6-hour rows")
     print("direct aggregate over the messages (index on created_at), no percentiles: "
           + ", ".join(f"{d} days {ms:.0f} ms" for d, ms in direct.items()))
     print(f"\nGET /api/v1/usage, {args.requests} sequential requests each (after 3 warm-ups)")
