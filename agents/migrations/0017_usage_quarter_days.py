@@ -7,7 +7,9 @@ time (``agents.services.usage.usage_derive``), each day in its own short transac
 PostgreSQL it first locks the roll-up's table against other writers (SHARE ROW EXCLUSIVE:
 reads go on), so a turn finishing meanwhile waits a moment (about 10 ms per day of history
 at 1,000,000 messages) and is counted once. Turns that finish under the code before this one
-after their day was filled are missing from the new rows until ``usage_rebuild`` runs.
+after their day was filled are missing from the new rows until ``usage_rebuild`` runs. The
+minute rows per agent and per key are no longer kept (a window's minutes are its edges, read
+from the FULL minute rows): each day's are deleted in the same transaction.
 """
 
 from datetime import UTC, datetime, timedelta
@@ -35,6 +37,10 @@ def fill(apps, schema_editor):
                 with connection.cursor() as cursor:
                     cursor.execute("LOCK TABLE agents_usagebucket IN SHARE ROW EXCLUSIVE MODE")
             usage_derive(targets=targets, since=day, until=day + timedelta(days=1))
+            # Minute rows are FULL and TOTAL only now: the per-agent and per-key ones go.
+            UsageBucket.objects.using(connection.alias).filter(
+                span=60, shape__in=[1, 2], start__gte=day,
+                start__lt=day + timedelta(days=1)).delete()
         day += timedelta(days=1)
 
 

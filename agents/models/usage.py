@@ -61,8 +61,9 @@ class UsageBucket(models.Model):
         # dashboard's series reads TOTAL rows (one per bucket and error kind), its per-agent
         # and per-model tables AGENT_MODEL rows, its per-key table KEY rows; a key filter
         # (or a per-key table under an agent or model filter) reads the FULL rows, narrowed
-        # by the filter. Only FULL minute rows are needed to derive all the others
-        # (agents.services.usage.usage_derive).
+        # by the filter. Minute rows come in two shapes only, FULL and TOTAL (a window's
+        # minutes are its edges, few enough to read in full): STORED. Only FULL minute rows
+        # are needed to derive all the others (agents.services.usage.usage_derive).
         FULL = 0, "agent, key, model"
         AGENT_MODEL = 1, "agent and model (all keys)"
         KEY = 2, "key (all agents and models)"
@@ -93,6 +94,16 @@ class UsageBucket(models.Model):
 
     def __str__(self) -> str:
         return f"{self.start:%Y-%m-%d %H:%M} +{self.span}s {self.agent_id}/{self.model}"
+
+
+# The shapes stored at each span; a read of another shape at that span reads FULL rows.
+STORED = {SPAN_MINUTE: (UsageBucket.Shape.FULL, UsageBucket.Shape.TOTAL),
+          SPAN_HOUR: tuple(UsageBucket.Shape), SPAN_6H: tuple(UsageBucket.Shape)}
+
+
+def usage_stored_shape(shape: int, span: int) -> int:
+    """The shape to read for ``shape`` at ``span``: itself if stored, else FULL."""
+    return shape if shape in STORED[span] else UsageBucket.Shape.FULL
 
 
 for _column in TTFT_COLUMNS + DURATION_COLUMNS:

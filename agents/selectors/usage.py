@@ -21,6 +21,7 @@ from agents.models.usage import (
     SPANS,
     TTFT_COLUMNS,
     usage_bin_value,
+    usage_stored_shape,
 )
 
 # Named windows, with the bucket each is charted in unless another is asked for.
@@ -212,7 +213,7 @@ def usage_summary(*, window: UsageWindow, agent_id: int | None = None,
         for span, low, high in pieces:
             ranges.append(f"({qn('span')} = %s AND {qn('shape')} = %s AND {qn('start')} >= %s"
                           f" AND {qn('start')} < %s)")
-            params += [span, shape, at(low), at(high)]
+            params += [span, usage_stored_shape(shape, span), at(low), at(high)]
         where = [f"({' OR '.join(ranges)})"]
         for column, value in filters.items():
             if value is not None:

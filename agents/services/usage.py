@@ -1,7 +1,7 @@
 """Writes of the usage roll-up (:class:`agents.models.UsageBucket`): a finished turn adds
-itself to its minute's, hour's and 6-hour span's rows (in each of the four shapes,
-:class:`UsageBucket.Shape`) in the transaction that stores its reply, one ``INSERT ... ON
-CONFLICT DO UPDATE`` statement of twelve rows (PostgreSQL and SQLite alike). The rows of
+itself to its minute's, hour's and 6-hour span's rows (in the shapes stored at each span,
+:data:`agents.models.usage.STORED`) in the transaction that stores its reply, one ``INSERT
+... ON CONFLICT DO UPDATE`` statement of ten rows (PostgreSQL and SQLite alike). The rows of
 every span and shape are sums of the FULL minute rows: :func:`usage_derive` computes them
 again from those in SQL (a rebuild, and the migration that added 6-hour rows)."""
 
@@ -21,6 +21,7 @@ from agents.models.usage import (
     SPAN_HOUR,
     SPAN_MINUTE,
     SPANS,
+    STORED,
     TTFT_COLUMNS,
     usage_bin,
 )
@@ -87,6 +88,8 @@ def usage_record_many(*, turns: Iterable[UsageTurn], full_minutes_only: bool = F
                          (span, shape.KEY, at, 0, t.key_id, "", t.error_kind),
                          (span, shape.TOTAL, at, 0, 0, "", t.error_kind)]
             for key in keys:
+                if key[1] not in STORED[span]:
+                    continue
                 row = rows.get(key)
                 if row is None:
                     row = rows[key] = {"requests": 0, "input_tokens": 0, "output_tokens": 0}
@@ -176,9 +179,8 @@ def usage_derive(*, targets: Iterable[tuple[int, int]], since: datetime, until: 
 
 
 # Every (span, shape) but the FULL minute rows, in an order usage_derive can follow.
-DERIVED = [(span, shape) for span in SPANS for shape in (
-    UsageBucket.Shape.FULL, UsageBucket.Shape.AGENT_MODEL, UsageBucket.Shape.KEY,
-    UsageBucket.Shape.TOTAL) if (span, shape) != (SPAN_MINUTE, UsageBucket.Shape.FULL)]
+DERIVED = [(span, shape) for span in SPANS for shape in STORED[span]
+           if (span, shape) != (SPAN_MINUTE, UsageBucket.Shape.FULL)]
 
 
 @transaction.atomic

@@ -133,8 +133,8 @@ def test_every_row_derived_from_the_minute_rows_equals_the_rows_turns_write(make
         for i in range(300)]  # three hours over a midnight
     services.usage_record_many(turns=turns)
     written = _rows()
-    assert {(r[0], r[1]) for r in written} == {(s, h) for s in (60, 3600, 21600)
-                                                  for h in range(4)}
+    assert {(r[0], r[1]) for r in written} == {(60, 0), (60, 3)} | {
+        (s, h) for s in (3600, 21600) for h in range(4)}
     UsageBucket.objects.all().delete()
     services.usage_record_many(turns=turns, full_minutes_only=True)
     assert {r[:2] for r in _rows()} == {(60, 0)}
@@ -230,5 +230,10 @@ def test_the_migration_adding_6_hour_and_total_rows_fills_them_from_the_stored_r
     # The rows the code before it wrote: minute and hour rows of the first three shapes.
     UsageBucket.objects.filter(shape=UsageBucket.Shape.TOTAL).delete()
     UsageBucket.objects.filter(span=21600).delete()
+    # and minute rows per agent and per key, no longer kept
+    stale = [UsageBucket.objects.create(span=60, shape=shape, start=t.at.replace(
+        second=0, microsecond=0), agent_id=agent.pk, requests=1) for shape in (1, 2)
+        for t in turns[:3]]
     migration.fill(None, SimpleNamespace(connection=connection))
+    assert not UsageBucket.objects.filter(pk__in=[r.pk for r in stale]).exists()
     assert _rows() == written
