@@ -193,17 +193,27 @@ def _field(model: Any, name: str) -> Any:
     return model._meta.pk if name == "pk" else model._meta.get_field(name)
 
 
+def _sort_of(keys: list[tuple[str, bool]]) -> list[str]:
+    return [("-" if descending else "") + name for name, descending in keys]
+
+
 def _cursor_encode(row: Any, keys: list[tuple[str, bool]]) -> str:
+    """The row's sort key, and the sort itself: a cursor of another sort (a ``next`` link
+    whose ``sort`` was edited) is refused, not read as if it were of this one."""
     values = []
     for name, _ in keys:
         value = getattr(row, "pk" if name == "pk" else _field(type(row), name).attname)
         values.append(value.isoformat() if hasattr(value, "isoformat") else str(value))
-    return base64.urlsafe_b64encode(json.dumps(values).encode()).decode().rstrip("=")
+    raw = json.dumps({"sort": _sort_of(keys), "after": values})
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
 
 
 def _cursor_decode(raw: str, model: Any, keys: list[tuple[str, bool]]) -> list[Any]:
     try:
-        values = json.loads(base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)))
+        cursor = json.loads(base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)))
+        if not isinstance(cursor, dict) or cursor.get("sort") != _sort_of(keys):
+            raise ValueError("another list's or another sort's cursor")
+        values = cursor.get("after")
         if not isinstance(values, list) or len(values) != len(keys):
             raise ValueError("wrong shape")
         return [_field(model, name).to_python(v) for (name, _), v in zip(keys, values,
@@ -230,6 +240,15 @@ class PaginationFilter(serializers.Serializer):
     offset = serializers.IntegerField(required=False, min_value=0)
     cursor = serializers.CharField(required=False, max_length=500,
                                    help_text="The next page after a row: from a `next` link.")
+
+
+def sort_field(ordering: Any) -> serializers.ChoiceField:
+    """The ``sort`` query parameter of a list sorted by :class:`agents.ordering.Ordering`:
+    a 400 naming ``sort`` for a column the list does not sort by."""
+    return serializers.ChoiceField(
+        choices=ordering.choices, required=False,
+        help_text=f"Sort by a column (a leading - for descending; default {ordering.default}"
+        "). Ties keep the id's order; a next link keeps the sort.")
 
 
 class StrictSerializer(serializers.Serializer):

@@ -18,6 +18,7 @@ from django import forms
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import user_passes_test
 from django.contrib.auth.forms import AuthenticationForm
+from django.core.exceptions import BadRequest
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -25,7 +26,7 @@ from django.urls import reverse_lazy
 from django.utils import timezone
 
 from agents import selectors
-from agents.exceptions import NotFound
+from agents.exceptions import InvalidRequest, NotFound
 from agents.models import Agent, ApiKey, AuditEvent, Provider, Thread
 
 LOGIN_URL = reverse_lazy("ui:login")
@@ -77,10 +78,22 @@ def dashboard(request: HttpRequest) -> HttpResponse:
     })
 
 
+def page_sort(request: HttpRequest, ordering: Any) -> str | None:
+    """The page's ``?sort=`` checked by the list's ordering: a 400 page for another."""
+    sort = request.GET.get("sort") or None
+    try:
+        ordering.check(sort)
+    except InvalidRequest as exc:
+        raise BadRequest(exc.message) from exc
+    return sort
+
+
 @staff_required
 def agent_list(request: HttpRequest) -> HttpResponse:
     return render(request, "ui/agents.html", {
-        "page": "agents", "agents": selectors.agent_list_public()})
+        "page": "agents", "ordering": selectors.AGENT_ORDERING,
+        "agents": selectors.agent_list_public(
+            sort=page_sort(request, selectors.AGENT_ORDERING))})
 
 
 @staff_required
@@ -133,7 +146,8 @@ class ThreadFilterForm(forms.Form):
 def thread_list(request: HttpRequest) -> HttpResponse:
     form = ThreadFilterForm(request.GET or None)
     filters = form.selector_filters()
-    page = Paginator(selectors.thread_list(**filters),
+    sort = page_sort(request, selectors.THREAD_ORDERING)
+    page = Paginator(selectors.thread_list(**filters, sort=sort),
                      THREADS_PER_PAGE).get_page(request.GET.get("page"))
     query = request.GET.copy()
     query.pop("page", None)
@@ -144,6 +158,7 @@ def thread_list(request: HttpRequest) -> HttpResponse:
     return render(request, "ui/threads.html", {
         "page": "threads",
         "form": form,
+        "ordering": selectors.THREAD_ORDERING,
         "threads": [_thread_row(t) for t in page.object_list],
         "page_obj": page,
         "per_page": THREADS_PER_PAGE,
@@ -229,10 +244,12 @@ def _page_of(request: HttpRequest, rows: Any) -> tuple[Any, str]:
 def key_list(request: HttpRequest) -> HttpResponse:
     form = KeyFilterForm(request.GET or None)
     f = form.cleaned_data if form.is_valid() else {}
-    page, query = _page_of(request, selectors.key_list(state=f.get("state") or None,
-                                                       q=f.get("q") or None))
+    page, query = _page_of(request, selectors.key_list(
+        state=f.get("state") or None, q=f.get("q") or None,
+        sort=page_sort(request, selectors.KEY_ORDERING)))
     return render(request, "ui/keys.html", {
         "page": "keys", "form": form, "page_obj": page, "query": query,
+        "ordering": selectors.KEY_ORDERING,
         "keys": [selectors.key_public(k) for k in page],
         "scopes": ApiKey.Scope.choices,
         "agents": Agent.objects.order_by("slug").values_list("slug", flat=True)})
@@ -259,7 +276,9 @@ def key_detail(request: HttpRequest, key_id: str) -> HttpResponse:
 def provider_list(request: HttpRequest) -> HttpResponse:
     return render(request, "ui/providers.html", {
         "page": "providers", "kinds": Provider.Kind.choices,
-        "providers": [selectors.provider_public(p) for p in selectors.provider_list()]})
+        "ordering": selectors.PROVIDER_ORDERING,
+        "providers": [selectors.provider_public(p) for p in selectors.provider_list(
+            sort=page_sort(request, selectors.PROVIDER_ORDERING))]})
 
 
 @staff_required
@@ -287,7 +306,8 @@ def audit_list(request: HttpRequest) -> HttpResponse:
     f = form.cleaned_data if form.is_valid() else {}
     page, query = _page_of(request, selectors.audit_list(
         action=f.get("action") or None, actor=f.get("actor") or None,
-        target=f.get("target") or None))
+        target=f.get("target") or None, sort=page_sort(request, selectors.AUDIT_ORDERING)))
     return render(request, "ui/audit.html", {
         "page": "audit", "form": form, "page_obj": page, "query": query,
+        "ordering": selectors.AUDIT_ORDERING,
         "rows": [selectors.audit_public(r) for r in page]})

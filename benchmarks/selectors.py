@@ -12,6 +12,7 @@ from django.core.files.storage import default_storage
 from django.db.models import OuterRef, Q, QuerySet, Subquery
 
 from agents.models import Agent, Team
+from agents.ordering import Ordering
 from agents.selectors import iso
 from benchmarks.models import (
     BASELINE_LABEL,
@@ -139,9 +140,18 @@ def suite_cases(*, suite: BenchmarkSuite) -> QuerySet[SuiteCase]:
     return suite.cases.order_by("index")
 
 
+SUITE_ORDERING = Ordering(
+    columns={"name": "name", "version": "version", "kind": "kind", "cases": "question_count",
+             "created_at": "created_at"}, default="name", default_order=("name", "-version"))
+RUN_ORDERING = Ordering(
+    columns={"queued_at": "queued_at", "id": "pk", "status": "status", "kind": "kind",
+             "protocol": "protocol"}, default="-queued_at", default_order=("-queued_at", "-id"))
+
+
 def suite_list(*, name: str | None = None, kind: str | None = None,
-               latest: bool = False) -> QuerySet[BenchmarkSuite]:
-    """Suites by name, newest version first (``latest``: each name's newest version only)."""
+               latest: bool = False, sort: str | None = None) -> QuerySet[BenchmarkSuite]:
+    """Suites by name, newest version first (``latest``: each name's newest version only;
+    ``sort``: a column of :data:`SUITE_ORDERING`)."""
     suites = BenchmarkSuite.objects.select_related("created_by", "created_by_user")
     if name:
         suites = suites.filter(name=name)
@@ -150,7 +160,7 @@ def suite_list(*, name: str | None = None, kind: str | None = None,
     if latest:
         newest = BenchmarkSuite.objects.filter(name=OuterRef("name")).order_by("-version")
         suites = suites.filter(pk=Subquery(newest.values("pk")[:1]))
-    return suites.order_by("name", "-version")
+    return SUITE_ORDERING.apply(suites, sort)
 
 
 def suite_get(*, ref: Any) -> BenchmarkSuite | None:
@@ -169,8 +179,9 @@ def suite_get(*, ref: Any) -> BenchmarkSuite | None:
 
 def run_list(*, status: str | None = None, suite: str | None = None,
              protocol: str | None = None, agent: str | None = None,
-             since: datetime | None = None, kind: str | None = None
-             ) -> QuerySet[BenchmarkRun]:
+             since: datetime | None = None, kind: str | None = None,
+             sort: str | None = None) -> QuerySet[BenchmarkRun]:
+    """Runs, newest first (``sort``: a column of :data:`RUN_ORDERING`)."""
     runs = BenchmarkRun.objects.select_related("suite", "submitted_by", "submitted_by_user")
     if status:
         runs = runs.filter(status=status)
@@ -188,7 +199,7 @@ def run_list(*, status: str | None = None, suite: str | None = None,
         runs = runs.filter(Q(tools__icontains=f'"{agent}"') | Q(agents__icontains=f'"{agent}"'))
     if since:
         runs = runs.filter(queued_at__gte=since)
-    return runs.order_by("-queued_at", "-id")
+    return RUN_ORDERING.apply(runs, sort)
 
 
 def run_get(*, run_id: int) -> BenchmarkRun | None:

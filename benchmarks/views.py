@@ -10,7 +10,7 @@ from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from agents.views import staff_required
+from agents.views import page_sort, staff_required
 from benchmarks import selectors
 from benchmarks.models import BenchmarkRun, BenchmarkSuite
 from benchmarks.services import ROLES
@@ -59,7 +59,9 @@ def run_compare(request: HttpRequest) -> HttpResponse:
 @staff_required
 def suite_list(request: HttpRequest) -> HttpResponse:
     return render(request, "benchmarks/suites.html", {
-        "page": "suites", "suites": [selectors.suite_public(s) for s in selectors.suite_list()]})
+        "page": "suites", "ordering": selectors.SUITE_ORDERING,
+        "suites": [selectors.suite_public(s) for s in selectors.suite_list(
+            sort=page_sort(request, selectors.SUITE_ORDERING))]})
 
 
 @staff_required

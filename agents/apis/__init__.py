@@ -36,7 +36,7 @@ from agents.authentication import (
     note,
 )
 from agents.models import ApiKey, Message, Thread
-from agents.rest import GaiaApi, JsonOnly, PaginationFilter, StrictSerializer
+from agents.rest import GaiaApi, JsonOnly, PaginationFilter, StrictSerializer, sort_field
 
 log = logging.getLogger("gaia.api")
 
@@ -189,10 +189,15 @@ class OrganismConfigApi(OperatorApi):
 
 
 class AgentListApi(OperatorApi):
-    @extend_schema(responses=AgentOutput(many=True), summary="Every agent with its live state",
-                   operation_id="agents_list")
+    class FilterSerializer(StrictSerializer):
+        sort = sort_field(selectors.AGENT_ORDERING)
+
+    @extend_schema(parameters=[FilterSerializer], responses=AgentOutput(many=True),
+                   summary="Every agent with its live state", operation_id="agents_list")
     def get(self, request: Request) -> Response:
-        return Response(AgentOutput(selectors.agent_list_public(), many=True).data)
+        f = self.filters(self.FilterSerializer)
+        return Response(AgentOutput(selectors.agent_list_public(sort=f.get("sort")),
+                                    many=True).data)
 
 
 class AgentDetailApi(OperatorApi):
@@ -227,6 +232,7 @@ class ThreadListApi(OperatorApi):
         q = serializers.CharField(required=False, max_length=200, trim_whitespace=False)
         run = serializers.IntegerField(required=False, min_value=1, help_text="The threads "
                                        "of this benchmark run (left out otherwise).")
+        sort = sort_field(selectors.THREAD_ORDERING)
 
     OutputSerializer = ThreadOutput
 
@@ -237,7 +243,7 @@ class ThreadListApi(OperatorApi):
         f = self.filters(self.FilterSerializer)
         rows = selectors.thread_list(status=f.get("status"), agent=f.get("agent"),
                                      since=f.get("since"), until=f.get("until"), q=f.get("q"),
-                                     run=f.get("run"))
+                                     run=f.get("run"), sort=f.get("sort"))
         return self.paginated(rows, selectors.thread_public_row, self.OutputSerializer)
 
 

@@ -22,7 +22,7 @@ from agents.authentication import StaffSessionAuthentication, note, raw_api_key
 from agents.backends import backend_probe
 from agents.exceptions import InvalidRequest
 from agents.models import Agent, ApiKey, AuditEvent, Provider
-from agents.rest import GaiaApi, PaginationFilter, StrictSerializer
+from agents.rest import GaiaApi, PaginationFilter, StrictSerializer, sort_field
 
 
 class IsStaff(BasePermission):
@@ -102,13 +102,15 @@ class KeyListApi(StaffApi):
     class FilterSerializer(PaginationFilter):
         state = serializers.ChoiceField(choices=["active", "expired", "revoked"], required=False)
         q = serializers.CharField(required=False, max_length=200)
+        sort = sort_field(selectors.KEY_ORDERING)
 
     @extend_schema(parameters=[FilterSerializer], operation_id="keys_list",
                    summary="API keys, newest first (never a secret)",
                    responses=_paginated(KeyOutput, "PaginatedKeys"))
     def get(self, request: Request) -> Response:
         f = self.filters(self.FilterSerializer)
-        return self.paginated(selectors.key_list(state=f.get("state"), q=f.get("q")),
+        return self.paginated(selectors.key_list(state=f.get("state"), q=f.get("q"),
+                                                 sort=f.get("sort")),
                               selectors.key_public, KeyOutput)
 
     @extend_schema(request=KeyInput, responses={201: KeyCreatedOutput},
@@ -220,13 +222,16 @@ def _provider_save(request: Request, provider: Provider | None,
 
 
 class ProviderListApi(StaffApi):
-    @extend_schema(parameters=[PaginationFilter], operation_id="providers_list",
+    class FilterSerializer(PaginationFilter):
+        sort = sort_field(selectors.PROVIDER_ORDERING)
+
+    @extend_schema(parameters=[FilterSerializer], operation_id="providers_list",
                    summary="Providers (never a credential)",
                    responses=_paginated(ProviderOutput, "PaginatedProviders"))
     def get(self, request: Request) -> Response:
-        self.filters(PaginationFilter)
-        return self.paginated(selectors.provider_list(), selectors.provider_public,
-                              ProviderOutput)
+        f = self.filters(self.FilterSerializer)
+        return self.paginated(selectors.provider_list(sort=f.get("sort")),
+                              selectors.provider_public, ProviderOutput)
 
     @extend_schema(request=ProviderInput, responses={201: ProviderOutput},
                    operation_id="providers_create", summary="Add a provider")
@@ -299,6 +304,7 @@ class AuditListApi(OperatorApi):
         target = serializers.CharField(required=False, max_length=300)
         since = serializers.DateTimeField(required=False)
         until = serializers.DateTimeField(required=False)
+        sort = sort_field(selectors.AUDIT_ORDERING)
 
     @extend_schema(parameters=[FilterSerializer], operation_id="audit_list",
                    summary="Who did what, when and from where; newest first",
@@ -307,7 +313,7 @@ class AuditListApi(OperatorApi):
         f = self.filters(self.FilterSerializer)
         rows = selectors.audit_list(action=f.get("action"), actor=f.get("actor"),
                                     target=f.get("target"), since=f.get("since"),
-                                    until=f.get("until"))
+                                    until=f.get("until"), sort=f.get("sort"))
         return self.paginated(rows, selectors.audit_public, AuditOutput)
 
 

@@ -4,7 +4,7 @@ model, error kind), kept as each turn's reply is stored (``agents.services.usage
 Why a roll-up and not queries over ``Message``: at 1,000,000 stored messages a 7-day
 summary over the messages themselves reads every reply of the week (hundreds of thousands
 of rows, on both databases, whatever the index), while the roll-up reads a few thousand
-hourly rows (``scripts/perf/usage.py`` prints both). Percentiles survive the roll-up as
+hourly and 6-hourly rows (``scripts/perf/usage.py`` prints both). Percentiles survive the roll-up as
 histograms: each row counts its turns' time to first token and duration in fixed,
 log-spaced bins (:data:`BIN_EDGES_MS`), so a percentile read from the sums of many rows is
 exact to within one bin (a factor of :data:`BIN_RATIO`).
@@ -23,10 +23,14 @@ BIN_BASE_MS = 10.0
 BIN_RATIO = 1.5
 BIN_EDGES_MS = [0.0] + [BIN_BASE_MS * BIN_RATIO ** i for i in range(BINS - 1)]
 
-# The two granularities stored: minutes for short ranges, hours for long ones.
+# The granularities stored: a window is read as whole 6-hour spans, then the hours and minutes
+# at its edges (a week: 27 or so 6-hour rows per group and up to 10 hours, not 168 hours).
+# 6 hours, not a day: ``span`` is a small integer on PostgreSQL (at most 32,767), and
+# widening it would rewrite the table.
 SPAN_MINUTE = 60
 SPAN_HOUR = 3600
-SPANS = (SPAN_MINUTE, SPAN_HOUR)
+SPAN_6H = 21600
+SPANS = (SPAN_MINUTE, SPAN_HOUR, SPAN_6H)
 
 
 def usage_bin(ms: float) -> int:
@@ -53,13 +57,17 @@ DURATION_COLUMNS = [f"duration_{i}" for i in range(BINS)]
 
 class UsageBucket(models.Model):
     class Shape(models.IntegerChoices):
-        # Each turn is counted in three shapes of row, so the common reads stay small: the
-        # dashboard's series and per-agent/per-model tables read AGENT_MODEL rows (a few per
-        # bucket), its per-key table KEY rows; a key filter (or a per-key table under an
-        # agent or model filter) reads the FULL rows, narrowed by the filter.
+        # Each turn is counted in four shapes of row, so the common reads stay small: the
+        # dashboard's series reads TOTAL rows (one per bucket and error kind), its per-agent
+        # and per-model tables AGENT_MODEL rows, its per-key table KEY rows; a key filter
+        # (or a per-key table under an agent or model filter) reads the FULL rows, narrowed
+        # by the filter. Minute rows come in two shapes only, FULL and TOTAL (a window's
+        # minutes are its edges, few enough to read in full): STORED. Only FULL minute rows
+        # are needed to derive all the others (agents.services.usage.usage_derive).
         FULL = 0, "agent, key, model"
         AGENT_MODEL = 1, "agent and model (all keys)"
         KEY = 2, "key (all agents and models)"
+        TOTAL = 3, "all agents, keys and models"
 
     span = models.PositiveSmallIntegerField(help_text="The bucket's length in seconds.")
     shape = models.PositiveSmallIntegerField(choices=Shape.choices)
@@ -86,6 +94,16 @@ class UsageBucket(models.Model):
 
     def __str__(self) -> str:
         return f"{self.start:%Y-%m-%d %H:%M} +{self.span}s {self.agent_id}/{self.model}"
+
+
+# The shapes stored at each span; a read of another shape at that span reads FULL rows.
+STORED = {SPAN_MINUTE: (UsageBucket.Shape.FULL, UsageBucket.Shape.TOTAL),
+          SPAN_HOUR: tuple(UsageBucket.Shape), SPAN_6H: tuple(UsageBucket.Shape)}
+
+
+def usage_stored_shape(shape: int, span: int) -> int:
+    """The shape to read for ``shape`` at ``span``: itself if stored, else FULL."""
+    return shape if shape in STORED[span] else UsageBucket.Shape.FULL
 
 
 for _column in TTFT_COLUMNS + DURATION_COLUMNS:

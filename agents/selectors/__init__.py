@@ -16,6 +16,7 @@ from agents.selectors.access import (
     config_version_nowait,
 )
 from agents.selectors.agents import (
+    AGENT_ORDERING,
     agent_get,
     agent_leased_thread,
     agent_list_public,
@@ -38,6 +39,9 @@ from agents.selectors.config import (
     provider_config,
 )
 from agents.selectors.console import (
+    AUDIT_ORDERING,
+    KEY_ORDERING,
+    PROVIDER_ORDERING,
     audit_list,
     audit_public,
     key_get,
@@ -66,6 +70,7 @@ from agents.selectors.memory import (
     memory_recall,
 )
 from agents.selectors.threads import (
+    THREAD_ORDERING,
     agent_last_error,
     client_label,
     iso,
@@ -91,6 +96,11 @@ from agents.selectors.usage import (
 __all__ = [
     "thread_admin_search",
     "thread_history",
+    "AGENT_ORDERING",
+    "AUDIT_ORDERING",
+    "KEY_ORDERING",
+    "PROVIDER_ORDERING",
+    "THREAD_ORDERING",
     "agent_last_error",
     "audit_list",
     "audit_public",

@@ -11,6 +11,7 @@ from django.db import connection
 
 from agents.exceptions import NotFound
 from agents.models import Agent, ApiKey, Thread
+from agents.ordering import Ordering
 from agents.selectors.threads import iso
 
 
@@ -82,7 +83,14 @@ def agent_peers() -> dict[str, set[str]]:
     return peers
 
 
-def agent_list_public(*, slug: str | None = None) -> list[dict[str, Any]]:
+AGENT_ORDERING = Ordering(
+    columns={"agent": "slug", "name": "display_name", "state": "state",
+             "queue_depth": "queue_depth", "last_activity": "last_activity",
+             "provider": "provider"}, default="agent")
+
+
+def agent_list_public(*, slug: str | None = None, sort: str | None = None
+                      ) -> list[dict[str, Any]]:
     """Every agent (or the one ``slug``) with its live state:
 
     ``paused`` (an operator paused it), ``waiting`` (a tool call of its waits for an
@@ -90,7 +98,9 @@ def agent_list_public(*, slug: str | None = None) -> list[dict[str, Any]]:
     none running), ``processing`` (a thread of its holds a live lease, in any process:
     ``current_thread`` names one), ``error`` (its latest turn failed), else ``idle``.
     ``queue_depth`` counts this process's waiting turns (:func:`queue_depth`). ``peers``:
-    the agents it may call (``agent:<slug>`` tools) and those that may call it."""
+    the agents it may call (``agent:<slug>`` tools) and those that may call it. ``sort``: a
+    column of :data:`AGENT_ORDERING` (by slug if none)."""
+    AGENT_ORDERING.check(sort)
     from django.utils import timezone
 
     now = timezone.now()
@@ -141,7 +151,7 @@ def agent_list_public(*, slug: str | None = None) -> list[dict[str, Any]]:
             "provider": a.provider.name,
             "model": a.model_name,
         })
-    return out
+    return AGENT_ORDERING.sort_dicts(out, sort) if sort else out
 
 
 def _agent_not_found(slug: str) -> NotFound:

@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from agents.exceptions import NotFound
 from agents.models import ApiKey, AuditEvent, Provider
+from agents.ordering import Ordering
 from agents.selectors.config import provider_config
 from agents.selectors.threads import iso
 
@@ -24,10 +25,22 @@ def key_state(key: ApiKey, now: datetime | None = None) -> str:
     return "active"
 
 
-def key_list(*, state: str | None = None, q: str | None = None) -> QuerySet[ApiKey]:
-    """Keys, newest first; ``state`` active, expired or revoked; ``q`` a name or prefix part."""
-    keys = ApiKey.objects.select_related("owner").prefetch_related("agents").order_by(
-        "-created_at", "-pk")
+KEY_ORDERING = Ordering(
+    columns={"created_at": "created_at", "name": "name", "prefix": "prefix",
+             "requests_per_minute": "requests_per_minute"}, default="-created_at")
+PROVIDER_ORDERING = Ordering(
+    columns={"name": "name", "kind": "kind", "updated_at": "updated_at"}, default="name")
+AUDIT_ORDERING = Ordering(
+    columns={"at": "created_at", "actor": "actor", "action": "action", "target": "target",
+             "channel": "channel"}, default="-at")
+
+
+def key_list(*, state: str | None = None, q: str | None = None, sort: str | None = None
+             ) -> QuerySet[ApiKey]:
+    """Keys, newest first (or by ``sort``, a column of :data:`KEY_ORDERING`); ``state``
+    active, expired or revoked; ``q`` a name or prefix part."""
+    keys = KEY_ORDERING.apply(ApiKey.objects.select_related("owner").prefetch_related(
+        "agents"), sort)
     now = timezone.now()
     if state == "revoked":
         keys = keys.filter(revoked_at__isnull=False)
@@ -60,8 +73,10 @@ def key_public(key: ApiKey) -> dict[str, Any]:
     }
 
 
-def provider_list() -> QuerySet[Provider]:
-    return Provider.objects.annotate(agent_count=Count("agents", distinct=True)).order_by("name")
+def provider_list(*, sort: str | None = None) -> QuerySet[Provider]:
+    """Providers by name (or by ``sort``, a column of :data:`PROVIDER_ORDERING`)."""
+    return PROVIDER_ORDERING.apply(
+        Provider.objects.annotate(agent_count=Count("agents", distinct=True)), sort)
 
 
 def provider_get(*, name: str) -> Provider:
@@ -79,11 +94,11 @@ def provider_public(provider: Provider) -> dict[str, Any]:
 
 
 def audit_list(*, action: str | None = None, actor: str | None = None,
-               target: str | None = None, since: Any = None, until: Any = None
-               ) -> QuerySet[AuditEvent]:
-    """The trail, newest first; ``actor`` and ``target`` match a part (``user:ann``,
-    ``agent:support``)."""
-    rows = AuditEvent.objects.order_by("-created_at", "-pk")
+               target: str | None = None, since: Any = None, until: Any = None,
+               sort: str | None = None) -> QuerySet[AuditEvent]:
+    """The trail, newest first (or by ``sort``, a column of :data:`AUDIT_ORDERING`);
+    ``actor`` and ``target`` match a part (``user:ann``, ``agent:support``)."""
+    rows = AUDIT_ORDERING.apply(AuditEvent.objects.all(), sort)
     if action:
         rows = rows.filter(action=action)
     if actor:

@@ -14,6 +14,13 @@ from django.db.models.expressions import RawSQL
 from agents import llm
 from agents.exceptions import NotFound
 from agents.models import ApiKey, Message, Thread
+from agents.ordering import Ordering
+
+THREAD_ORDERING = Ordering(
+    columns={"last_activity": "updated_at", "created_at": "created_at", "title": "title",
+             "status": "status", "message_count": "message_count",
+             "input_tokens": "input_tokens", "output_tokens": "output_tokens"},
+    default="-last_activity", default_order=("-updated_at", "pk"))
 
 
 def iso(value: Any) -> str | None:
@@ -125,15 +132,16 @@ def message_public_row(row: Message) -> dict[str, Any]:
 
 
 def thread_list(*, status: str | None = None, agent: str | None = None, since: Any = None,
-                until: Any = None, q: str | None = None, run: int | None = None
-                ) -> QuerySet[Thread]:
+                until: Any = None, q: str | None = None, run: int | None = None,
+                sort: str | None = None) -> QuerySet[Thread]:
     """Threads, most recently active first. ``agent`` is an agent's slug, ``since`` keeps the
     threads active at or after that time, ``until`` those begun at or before it (together:
     the threads active in that window), ``q`` searches titles and message texts
     (case-insensitive substring). The threads of benchmark runs are left out, unless ``run``
-    names the run whose threads to list (then only those)."""
-    threads = (Thread.objects.select_related("agent", "api_key").order_by("-updated_at", "pk")
-               .filter(run_id=run))
+    names the run whose threads to list (then only those). ``sort``: a column of
+    :data:`THREAD_ORDERING` (InvalidRequest for another)."""
+    threads = THREAD_ORDERING.apply(Thread.objects.select_related("agent", "api_key"), sort
+                                    ).filter(run_id=run)
     if status:
         threads = threads.filter(status=status)
     if agent:

@@ -1,7 +1,9 @@
 """Writes of the usage roll-up (:class:`agents.models.UsageBucket`): a finished turn adds
-itself to its minute's and its hour's rows (in each of the three shapes,
-:class:`UsageBucket.Shape`) in the transaction that stores its reply, one ``INSERT ... ON
-CONFLICT DO UPDATE`` statement of six rows (PostgreSQL and SQLite alike)."""
+itself to its minute's, hour's and 6-hour span's rows (in the shapes stored at each span,
+:data:`agents.models.usage.STORED`) in the transaction that stores its reply, one ``INSERT
+... ON CONFLICT DO UPDATE`` statement of ten rows (PostgreSQL and SQLite alike). The rows of
+every span and shape are sums of the FULL minute rows: :func:`usage_derive` computes them
+again from those in SQL (a rebuild, and the migration that added 6-hour rows)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,16 @@ from typing import Any
 from django.db import connection, transaction
 
 from agents.models import Message, UsageBucket
-from agents.models.usage import SPANS, usage_bin
+from agents.models.usage import (
+    DURATION_COLUMNS,
+    SPAN_6H,
+    SPAN_HOUR,
+    SPAN_MINUTE,
+    SPANS,
+    STORED,
+    TTFT_COLUMNS,
+    usage_bin,
+)
 
 FAILED_KINDS = ("error", "client_disconnected", "interrupted", "killed")
 
@@ -57,20 +68,28 @@ def usage_record(*, turn: UsageTurn) -> None:
     usage_record_many(turns=[turn])
 
 
-def usage_record_many(*, turns: Iterable[UsageTurn]) -> int:
+def usage_record_many(*, turns: Iterable[UsageTurn], full_minutes_only: bool = False) -> int:
     """Add ``turns`` to the roll-up: they are summed per bucket first, then written with
-    one upsert per bucket row. Returns how many rows were written."""
+    one upsert per bucket row. ``full_minutes_only``: write only the FULL minute rows (the
+    rest to be derived from them by :func:`usage_derive`). Returns how many rows were
+    written."""
     rows: dict[tuple[Any, ...], dict[str, int]] = {}
     shape = UsageBucket.Shape
+    spans = (SPAN_MINUTE,) if full_minutes_only else SPANS
     for t in turns:
         ttft = f"ttft_{usage_bin(t.ttft_ms)}" if t.ttft_ms is not None else None
         duration = f"duration_{usage_bin(t.latency_ms)}" if t.latency_ms is not None else None
         model = t.model[:200]
-        for span in SPANS:
+        for span in spans:
             at = bucket_start(t.at, span)
-            for key in ((span, shape.FULL, at, t.agent_id, t.key_id, model, t.error_kind),
-                        (span, shape.AGENT_MODEL, at, t.agent_id, 0, model, t.error_kind),
-                        (span, shape.KEY, at, 0, t.key_id, "", t.error_kind)):
+            keys = [(span, shape.FULL, at, t.agent_id, t.key_id, model, t.error_kind)]
+            if not full_minutes_only:
+                keys += [(span, shape.AGENT_MODEL, at, t.agent_id, 0, model, t.error_kind),
+                         (span, shape.KEY, at, 0, t.key_id, "", t.error_kind),
+                         (span, shape.TOTAL, at, 0, 0, "", t.error_kind)]
+            for key in keys:
+                if key[1] not in STORED[span]:
+                    continue
                 row = rows.get(key)
                 if row is None:
                     row = rows[key] = {"requests": 0, "input_tokens": 0, "output_tokens": 0}
@@ -108,6 +127,62 @@ def usage_record_many(*, turns: Iterable[UsageTurn]) -> int:
     return len(rows)
 
 
+# What each shape keeps of a FULL row's key (the others are 0 or "").
+_SHAPE_KEEPS = {UsageBucket.Shape.FULL: ("agent_id", "key_id", "model"),
+                UsageBucket.Shape.AGENT_MODEL: ("agent_id", "model"),
+                UsageBucket.Shape.KEY: ("key_id",),
+                UsageBucket.Shape.TOTAL: ()}
+_BLANK = {"agent_id": "0", "key_id": "0", "model": "''"}
+_SUMMED = ["requests", "input_tokens", "output_tokens", *TTFT_COLUMNS, *DURATION_COLUMNS]
+# Where each (span, shape) is summed from: a span's FULL rows from the next finer span's.
+_SOURCE = {SPAN_MINUTE: SPAN_MINUTE, SPAN_HOUR: SPAN_MINUTE, SPAN_6H: SPAN_HOUR}
+
+
+def usage_derive(*, targets: Iterable[tuple[int, int]], since: datetime, until: datetime
+                 ) -> None:
+    """Compute the roll-up's rows of each ``(span, shape)`` in ``targets`` whose bucket
+    starts in [``since``, ``until``) again from the FULL rows of the finer span (minute
+    rows for hour rows, hour rows for 6-hour rows), in SQL: the rows there are deleted and
+    inserted anew. ``since`` and ``until`` must be aligned to the largest span derived, and
+    a FULL target must come before the targets derived from it (hour before 6 hours). Call in
+    a transaction that holds off the turns' writes (PostgreSQL: a lock on the table)."""
+    qn = connection.ops.quote_name
+    table = qn(UsageBucket._meta.db_table)
+    field = UsageBucket._meta.get_field("start")
+    low, high = (field.get_db_prep_value(v, connection) for v in (since, until))
+    sums = ", ".join(f"SUM({qn(c)})" for c in _SUMMED)
+    with connection.cursor() as cursor:
+        for span, shape in targets:
+            source = _SOURCE[span]
+            if (span, shape) == (source, UsageBucket.Shape.FULL):
+                continue  # the FULL minute rows are the source of all
+            if connection.vendor == "postgresql":
+                floor = (f"to_timestamp(floor(extract(epoch FROM {qn('start')}) / {span}) "
+                         f"* {span})")
+            else:
+                floor = (f"datetime((CAST(strftime('%%s', {qn('start')}) AS INTEGER) / {span})"
+                         f" * {span}, 'unixepoch')")
+            kept = _SHAPE_KEEPS[UsageBucket.Shape(shape)]
+            keys = [qn(c) if c in kept else _BLANK[c]
+                    for c in ("agent_id", "key_id", "model")]
+            group = ", ".join([floor, *(qn(c) for c in kept), qn("error_kind")])
+            cursor.execute(f"DELETE FROM {table} WHERE {qn('span')} = %s AND "  # noqa: S608
+                           f"{qn('shape')} = %s AND {qn('start')} >= %s AND {qn('start')} < %s",
+                           [span, int(shape), low, high])
+            names = ", ".join(qn(c) for c in [*_KEY, *_SUMMED])
+            cursor.execute(
+                f"INSERT INTO {table} ({names}) SELECT %s, %s, {floor}, "  # noqa: S608
+                f"{', '.join(keys)}, {qn('error_kind')}, {sums} FROM {table} "
+                f"WHERE {qn('span')} = %s AND {qn('shape')} = %s AND {qn('start')} >= %s "
+                f"AND {qn('start')} < %s GROUP BY {group}",
+                [span, int(shape), source, int(UsageBucket.Shape.FULL), low, high])
+
+
+# Every (span, shape) but the FULL minute rows, in an order usage_derive can follow.
+DERIVED = [(span, shape) for span in SPANS for shape in STORED[span]
+           if (span, shape) != (SPAN_MINUTE, UsageBucket.Shape.FULL)]
+
+
 @transaction.atomic
 def usage_rebuild(*, chunk: int = 20000) -> int:
     """Build the roll-up again from the stored replies (the client-facing assistant
@@ -115,10 +190,10 @@ def usage_rebuild(*, chunk: int = 20000) -> int:
     model of an old reply is unknown: its agent's current model stands in. Returns how many
     replies were counted.
 
-    Replies are read in time order, so the roll-up's rows are written in the order turns
-    write them: a range of time is then a run of neighbouring rows on disk, not rows
-    scattered over the whole table (at 1M messages on SQLite, a day's read went from 1.05 s
-    to 0.35 s, scripts/perf/usage.py)."""
+    Replies are read in time order into FULL minute rows, so a range of time is a run of
+    neighbouring rows on disk, not rows scattered over the whole table (at 1M messages on
+    SQLite, a day's read went from 1.05 s to 0.35 s, scripts/perf/usage.py); every other
+    row is then summed from those in SQL (:func:`usage_derive`)."""
     from agents.models import Agent
 
     UsageBucket.objects.all().delete()
@@ -138,8 +213,14 @@ def usage_rebuild(*, chunk: int = 20000) -> int:
                                input_tokens=tin or 0, output_tokens=tout or 0,
                                ttft_ms=ttft, latency_ms=latency))
         if len(batch) >= chunk:
-            usage_record_many(turns=batch)
+            usage_record_many(turns=batch, full_minutes_only=True)
             counted += len(batch)
             batch = []
-    usage_record_many(turns=batch)
+    usage_record_many(turns=batch, full_minutes_only=True)
+    first = UsageBucket.objects.order_by("start").values_list("start", flat=True).first()
+    if first is not None:
+        since = bucket_start(first, SPAN_6H)
+        last = UsageBucket.objects.order_by("-start").values_list("start", flat=True).first()
+        usage_derive(targets=DERIVED, since=since,
+                     until=bucket_start(last, SPAN_6H) + timedelta(seconds=SPAN_6H))
     return counted + len(batch)

@@ -27,7 +27,7 @@ from rest_framework.response import Response
 from agents.authentication import BenchmarksKeyAuthentication, StaffSessionAuthentication
 from agents.exceptions import NotFound
 from agents.models import ApiKey
-from agents.rest import GaiaApi, Pagination, StrictSerializer
+from agents.rest import GaiaApi, Pagination, StrictSerializer, sort_field
 from agents.services.audit import audit_actor_of_request
 from benchmarks import selectors, services
 from benchmarks.models import BenchmarkRun, BenchmarkSuite
@@ -254,8 +254,10 @@ class RunListCreateApi(BenchmarksApi):
         protocol = serializers.CharField(required=False, max_length=100, trim_whitespace=False)
         agent = serializers.CharField(required=False, max_length=100, trim_whitespace=False)
         since = serializers.DateTimeField(required=False)
+        sort = sort_field(selectors.RUN_ORDERING)
         limit = serializers.IntegerField(required=False, min_value=1, max_value=500)
         offset = serializers.IntegerField(required=False, min_value=0)
+        cursor = serializers.CharField(required=False, max_length=500)
 
     @extend_schema_serializer(component_name="BenchmarkRunSubmit")
     class InputSerializer(StrictSerializer):
@@ -292,8 +294,8 @@ class RunListCreateApi(BenchmarksApi):
                        "results": RunOutput(many=True)}))
     def get(self, request: Request) -> Response:
         data = self.filters(self.FilterSerializer)
-        data.pop("limit", None)
-        data.pop("offset", None)
+        for paging in ("limit", "offset", "cursor"):
+            data.pop(paging, None)
         return self.paginated(selectors.run_list(**data), selectors.run_public)
 
     @extend_schema(request=InputSerializer, responses={201: RunOutput},

@@ -22,7 +22,7 @@ from rest_framework.response import Response
 from agents.exceptions import NotFound
 from agents.models import Thread
 from agents.parsers import JsonParser
-from agents.rest import StrictSerializer
+from agents.rest import StrictSerializer, sort_field
 from benchmarks import selectors, services
 from benchmarks.apis import BenchmarksApi
 from benchmarks.models import BenchmarkSuite
@@ -70,6 +70,7 @@ class SuiteListCreateApi(BenchmarksApi):
         kind = serializers.ChoiceField(choices=BenchmarkSuite.Kind.choices, required=False)
         latest = serializers.BooleanField(required=False, default=False,
                                           help_text="Each name's newest version only.")
+        sort = sort_field(selectors.SUITE_ORDERING)
 
     @extend_schema_serializer(component_name="BenchmarkSuiteFromThreads")
     class FromThreadsSerializer(StrictSerializer):
@@ -119,7 +120,8 @@ class SuiteListCreateApi(BenchmarksApi):
     def get(self, request: Request) -> Response:
         f = self.filters(self.FilterSerializer)
         return Response({"results": [selectors.suite_public(s) for s in selectors.suite_list(
-            name=f.get("name"), kind=f.get("kind"), latest=f.get("latest", False))]})
+            name=f.get("name"), kind=f.get("kind"), latest=f.get("latest", False),
+            sort=f.get("sort"))]})
 
     @extend_schema(request={"application/json": InputSerializer,
                             "application/jsonl": OpenApiTypes.STR},

@@ -470,7 +470,8 @@
 
   function resyncAgents() {
     if (PAGE !== "dashboard" && PAGE !== "agents" && PAGE !== "agent") return null;
-    return api("GET", "agents").then(function (data) {
+    var sort = PAGE === "agents" ? new URLSearchParams(window.location.search).get("sort") : null;
+    return api("GET", "agents" + (sort ? "?sort=" + encodeURIComponent(sort) : "")).then(function (data) {
       var agents = listOf(data, "agents");
       if (PAGE === "agent") agents.filter(function (a) { return (a.slug || a.name) === body.dataset.agent; }).forEach(function (a) {
         applyAgentState({ agent: a.slug || a.name, state: a.state, queue_depth: a.queue_depth, current_thread: a.current_thread });
@@ -507,6 +508,7 @@
     var resolved = q("#suite-filter") ? JSON.parse(q("#suite-filter").textContent) : {};
     Object.keys(resolved).forEach(function (k) { query.set(k, resolved[k]); });
     if (params.get("run")) query.set("run", params.get("run"));
+    if (params.get("sort")) query.set("sort", params.get("sort"));  // the order the page shows
     return api("GET", "threads?" + query.toString()).then(function (data) {
       var tbody = q("#thread-rows");
       var threads = listOf(data, "threads");

@@ -89,7 +89,7 @@
     var page = 1;
     if (selectable) {  // the runs page: its filters and page, from its address
       var params = new URLSearchParams(window.location.search);
-      ["status", "kind", "suite", "agent"].forEach(function (k) { if (params.get(k)) query.set(k, params.get(k)); });
+      ["status", "kind", "suite", "agent", "sort"].forEach(function (k) { if (params.get(k)) query.set(k, params.get(k)); });
       if (params.get("since")) query.set("since", new Date(params.get("since") + "T00:00:00").toISOString());
       page = Math.max(1, Number(params.get("page")) || 1);
       query.set("offset", (page - 1) * limit);
@@ -99,13 +99,28 @@
       if (selectable) runPager(page, limit, data.count || 0);
       if (!runs.length) { box.replaceChildren(h("p", { "class": "muted", text: selectable && window.location.search ? "No run matches." : "No runs yet." })); return; }
       box.replaceChildren(h("table", { "class": "runs" },
-        h("thead", null, h("tr", null, selectable ? h("th", { text: "" }) : null, h("th", { text: "Run" }), h("th", { text: "Kind" }),
-          h("th", { text: "Suite" }), h("th", { text: "Protocol or targets" }), h("th", { text: "Status" }), h("th", { text: "Progress" }),
-          h("th", { text: "Scores" }), h("th", { text: "Queued" }))),
+        h("thead", null, h("tr", null, selectable ? h("th", { text: "" }) : null, sortHead("Run", "id", selectable), sortHead("Kind", "kind", selectable),
+          h("th", { text: "Suite" }), sortHead("Protocol or targets", "protocol", selectable), sortHead("Status", "status", selectable), h("th", { text: "Progress" }),
+          h("th", { text: "Scores" }), sortHead("Queued", "queued_at", selectable))),
         h("tbody", { id: "run-rows" }, runs.map(function (r) { return runRow(r, selectable); }))));
     }).catch(function (err) {
       box.replaceChildren(h("p", { "class": "muted", text: "Runs are not available: " + err.message }));
     });
+  }
+
+  // A column header that sorts the runs page (the API's sort, kept in the page's address as
+  // the console's server-drawn lists keep it: agents.templatetags.gaia_sort).
+  var RUNS_DEFAULT_SORT = "-queued_at";
+  function sortHead(label, column, sortable) {
+    if (!sortable) return h("th", { scope: "col", text: label });
+    var params = new URLSearchParams(window.location.search);
+    var current = params.get("sort") || RUNS_DEFAULT_SORT;
+    var state = current === column ? "ascending" : current === "-" + column ? "descending" : "none";
+    params.delete("page");
+    params.set("sort", state === "ascending" ? "-" + column : column);
+    return h("th", { scope: "col", "aria-sort": state, "data-sort": column },
+      h("a", { href: "?" + params.toString() }, label,
+        h("span", { "class": "sort-arrow", "aria-hidden": "true", text: state === "ascending" ? "▲" : state === "descending" ? "▼" : "" })));
   }
 
   function runPager(page, limit, count) {
@@ -133,7 +148,7 @@
         var fresh = runRow(run, !!q("#run-list"));
         // a new run joins the first page of the unfiltered list; a filtered or later page rereads
         if (row) row.replaceWith(fresh);
-        else if (!q("#run-list") || !window.location.search) q("#run-rows").insertBefore(fresh, q("#run-rows").firstChild);
+        else if (!q("#run-list") || !window.location.search || window.location.search === "?sort=" + RUNS_DEFAULT_SORT) q("#run-rows").insertBefore(fresh, q("#run-rows").firstChild);
       } else if (row && evt.event === "run_progress") {
         setProgress(q(".progress", row), num(evt.questions_done) || 0, num(evt.questions_total) || 0, evt.status);
         q(".run-status", row).replaceChildren(badge(evt.status));
