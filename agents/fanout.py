@@ -145,6 +145,11 @@ _config_watchers: dict[asyncio.AbstractEventLoop, list[Callable[[], None]]] = {}
 
 
 _config_pollers: dict[asyncio.AbstractEventLoop, asyncio.Task[None]] = {}
+# Callbacks not yet confirmed by a stamp read that began after they joined: a change that
+# committed between a socket's key check and the poller's next read would otherwise be the
+# poller's baseline, never a change (a key revoked right after its socket connected stayed
+# open: CI, SQLite, a busy machine).
+_config_unconfirmed: dict[asyncio.AbstractEventLoop, list[Callable[[], None]]] = {}
 
 
 def feed_on_config_changed(callback: Callable[[], None]) -> None:
@@ -155,13 +160,16 @@ def feed_on_config_changed(callback: Callable[[], None]) -> None:
     Redis, and one can be lost)."""
     loop = asyncio.get_running_loop()
     _config_watchers.setdefault(loop, []).append(callback)
+    _config_unconfirmed.setdefault(loop, []).append(callback)
     poller = _config_pollers.get(loop)
     if poller is None or poller.done():
         _config_pollers[loop] = loop.create_task(_config_poll(loop), name="gaia-config-poll")
 
 
-def _config_notify(loop: asyncio.AbstractEventLoop) -> None:
-    for watcher in list(_config_watchers.get(loop) or ()):
+def _config_notify(loop: asyncio.AbstractEventLoop,
+                   only: list[Callable[[], None]] | None = None) -> None:
+    watchers = list(_config_watchers.get(loop) or ())
+    for watcher in watchers if only is None else [w for w in only if w in watchers]:
         try:
             watcher()
         except Exception:
@@ -176,13 +184,17 @@ async def _config_poll(loop: asyncio.AbstractEventLoop) -> None:
 
     seen: Any = ...
     while _config_watchers.get(loop):
+        joined = _config_unconfirmed.pop(loop, [])
         try:
             version = await run_db(selectors.config_version)
         except Exception:  # the database is away: try again next time
             log.debug("config stamp unreadable", exc_info=True)
+            _config_unconfirmed.setdefault(loop, [])[:0] = joined
         else:
             if seen is not ... and version != seen:
                 _config_notify(loop)
+            else:  # those that joined before this read check their key once more
+                _config_notify(loop, only=joined)
             seen = version
         await asyncio.sleep(settings.GAIA_FEED_KEY_CHECK_SECONDS)
     _config_pollers.pop(loop, None)
@@ -191,6 +203,8 @@ async def _config_poll(loop: asyncio.AbstractEventLoop) -> None:
 def feed_off_config_changed(callback: Callable[[], None]) -> None:
     with contextlib.suppress(ValueError, KeyError):
         _config_watchers[asyncio.get_running_loop()].remove(callback)
+    with contextlib.suppress(ValueError, KeyError):
+        _config_unconfirmed[asyncio.get_running_loop()].remove(callback)
 
 
 async def feed_join(subscriber: FeedSubscriber, *, paced: bool = False) -> None:

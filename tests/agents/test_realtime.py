@@ -490,3 +490,28 @@ async def test_a_full_chunk_leaves_before_its_interval(memory_layer: Any, settin
     finally:
         fanout.feed_leave(on_chunk)
         await realtime.listeners_stop()
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_key_change_just_after_a_socket_joined_is_not_the_pollers_baseline(
+        settings: Any) -> None:
+    """Without Redis the configuration stamp is polled. A change committed after a socket
+    checked its key but before the poller's first read was taken for the starting point,
+    and the socket of a key revoked right then stayed open (CI, SQLite). Whatever joined
+    before a read is called once that read is done."""
+    settings.GAIA_FEED_KEY_CHECK_SECONDS = 0.05
+    calls: list[str] = []
+
+    def watcher() -> None:
+        calls.append("recheck")
+
+    fanout.feed_on_config_changed(watcher)
+    await database_sync_to_async(services.config_changed)()  # before the first read
+    try:
+        async with asyncio.timeout(10):
+            while not calls:
+                await asyncio.sleep(0.02)
+        await asyncio.sleep(0.2)  # later reads see no change: no more calls
+        assert calls == ["recheck"]
+    finally:
+        fanout.feed_off_config_changed(watcher)
