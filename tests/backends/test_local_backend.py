@@ -187,7 +187,9 @@ async def test_cancelling_during_a_long_prompt_stops_promptly(provider, model_pa
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert await _wait_idle(model, timeout=10) < 1.5
+    # Generous for a busy 2-core machine (1.8 s seen while CI's other leg ran): reading the
+    # whole prompt, as an uncancelled worker would, takes 10-20 s.
+    assert await _wait_idle(model, timeout=10) < 5
 
 
 async def test_the_previous_turn_stays_in_the_cache(provider):
