@@ -4,9 +4,11 @@ At start it chains its own handler before the server's for SIGTERM and SIGINT (u
 its handlers before the lifespan starts), so from the moment a stop is asked for, turns that
 the server later cancels are recorded as interrupted rather than as clients that left; and it
 schedules one sweep for turns a dead process left behind (their leases expire a lease's length
-after it died). At shutdown, after the server's graceful period, it waits until every turn of
-the process is recorded and its lease released, then closes its MCP connections (the stdio
-servers it started stop). With ``GAIA_PIN_CORES`` it pins the process to
+after it died); and it starts the benchmark queue's periodic check (:mod:`benchmarks.worker`:
+runs whose worker died are recovered even when no worker is left, and the process beats for
+its embedded worker, if it has one). At shutdown, after the server's graceful period, it
+waits until every turn of the process is recorded and its lease released, then closes its MCP
+connections (the stdio servers it started stop). With ``GAIA_PIN_CORES`` it pins the process to
 a core of its own (:mod:`gaia_site.affinity`).
 """
 
@@ -68,6 +70,9 @@ class Lifespan:
         # worker: agents.turns.turn_ask) from now on, not the first request's.
         realtime.bind()
         self._sweep = asyncio.get_running_loop().create_task(self._sweep_later())
+        from benchmarks.worker import embedded_worker_beat, reaper_start
+
+        reaper_start(embedded_worker_beat)
 
     async def _sweep_later(self) -> None:
         """Once a lease's length after start, record the turns a dead process left."""
@@ -85,7 +90,12 @@ class Lifespan:
 
     async def shutdown(self) -> None:
         from agents import realtime, turns
+        from agents.database import run_db
+        from benchmarks.worker import embedded_worker_beat, reaper_stop
 
+        beat = embedded_worker_beat()
+        with contextlib.suppress(Exception):  # this process's embedded worker stops with it
+            await asyncio.wait_for(run_db(reaper_stop, beat[0] if beat else None), 5)
         if self._sweep is not None:
             self._sweep.cancel()
             with contextlib.suppress(asyncio.CancelledError):
