@@ -95,7 +95,12 @@ def embedded_start() -> EmbeddedWorker | None:
     """Start this process's embedded worker if runs execute here (no ``REDIS_URL``)."""
     worker = embedded()
     worker.wake()
-    return worker if worker.launched else None
+    if not worker.launched:
+        return None
+    # Its beat and the stale-run check; the lifespan starts them too (a server without
+    # lifespan, such as daphne, still beats for the worker it has).
+    reaper_start(embedded_worker_beat)
+    return worker
 
 
 def reaper_start(beat: Callable[[], Beat] = lambda: None) -> None:
