@@ -54,8 +54,16 @@ def test_the_run_page_says_when_its_worker_died_and_none_is_left(
     try:
         with httpx.Client(base_url=runner.url + "/api/v1/benchmarks", timeout=10,
                           headers={"Authorization": f"Bearer {key}"}) as http:
-            run_id = http.post("/runs", json={"limit": 3, "tools": {
-                "reason": "slow-reason"}}).json()["id"]
+            made = http.post("/runs", json={"suite": bench_suite.pk, "limit": 3,
+                                            "tools": {"reason": "slow-reason"}})
+            assert made.status_code == 201, made.text
+            run_id = made.json()["id"]
+            # without Redis the page's process hears nothing from the runner's: open the page
+            # once the run is running
+            deadline = time.monotonic() + WAIT / 1000
+            while http.get(f"/runs/{run_id}").json()["status"] != "running":
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
         page.goto(f"{web.url}/runs/{run_id}/")
         expect()(page.locator("#run-status")).to_have_text("running", timeout=WAIT)
         expect()(page.locator("#run-queue")).to_be_hidden()
