@@ -122,8 +122,12 @@ def reaper_start(beat: Callable[[], Beat] = lambda: None) -> None:
 
 
 def reaper_stop(name: str | None) -> None:
-    """This process stops: no more checks, and its worker ``name`` (if any) is gone now."""
+    """This process stops: no more checks, and its worker ``name`` (if any) is gone now (after
+    the check under way, whose beat would otherwise count it again)."""
     _stop.set()
+    reaper = _reaper
+    if reaper is not None and reaper is not threading.current_thread():
+        reaper.join(timeout=5)
     if name is not None:
         try:
             queue.queue_worker_gone(name=name)

@@ -68,6 +68,12 @@ def test_the_run_page_says_when_its_worker_died_and_none_is_left(
         expect()(page.locator("#run-status")).to_have_text("running", timeout=WAIT)
         expect()(page.locator("#run-queue")).to_be_hidden()
         expect()(page.locator("#run-notes")).to_be_hidden()
+        with httpx.Client(base_url=web.url + "/api/v1/benchmarks", timeout=10,
+                          headers={"Authorization": f"Bearer {key}"}) as http:
+            deadline = time.monotonic() + WAIT / 1000  # earlier tests' workers age out
+            while http.get("/queue").json() != {"workers": 1, "alive": True}:
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
 
         kill()  # SIGKILL: the worker says nothing
 
