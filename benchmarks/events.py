@@ -1,7 +1,9 @@
 """The benchmarks app's feed events: their types (declared to :mod:`agents.realtime`, the one
 outlet) and their builders. A run's life on the feed: ``run_created``, ``run_started``,
 ``run_progress`` (at most once a heartbeat), ``question_finished`` per question, then
-``run_finished``."""
+``run_finished``; ``run_requeued`` when its worker was lost and it (or a replay's part) went
+back to the queue. ``queue_changed`` says how many workers are alive, each time that changes
+(:mod:`benchmarks.queue`)."""
 
 from __future__ import annotations
 
@@ -18,9 +20,11 @@ realtime.event_types_declare({
                      "bytes"),
     "question_finished": ("run_id", "result"),
     "run_finished": ("run",),
+    "run_requeued": ("run",),
+    "queue_changed": ("queue",),
 })
 
-RUN_EVENTS = ("run_created", "run_started", "run_finished")
+RUN_EVENTS = ("run_created", "run_started", "run_finished", "run_requeued")
 
 
 def run_changed(name: str, run_id: int) -> dict[str, Any]:
@@ -40,3 +44,8 @@ def run_progress(*, run_id: int, status: str, questions_done: int, questions_tot
 def question_finished(result: BenchmarkResult) -> dict[str, Any]:
     return realtime.event("question_finished", run_id=result.run_id,
                           result=selectors.result_public(result))
+
+
+def queue_changed() -> dict[str, Any]:
+    """The queue's workers as they are now (``{"workers": N, "alive": bool}``)."""
+    return realtime.event("queue_changed", queue=selectors.queue_state())

@@ -220,3 +220,27 @@ class BenchmarkResult(models.Model):
 
     def __str__(self) -> str:
         return f"run {self.run_id} q{self.question_index} {self.status}"
+
+
+class QueueWorker(models.Model):
+    """A process that executes runs (a Celery worker, or a server's embedded worker), as its
+    last beat says: it beats every ``GAIA_BENCH_REAP_SECONDS`` and counts as alive until its
+    beat is older than ``GAIA_BENCH_STALE_SECONDS`` (then it is marked lost). Written by
+    :mod:`benchmarks.queue`; the run pages and the run API read it to say whether anything
+    will run a queued run."""
+
+    class Kind(models.TextChoices):
+        CELERY = "celery"
+        EMBEDDED = "embedded"
+
+    name = models.CharField(max_length=200, unique=True)  # host:pid (as a run's ``worker``)
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    started_at = models.DateTimeField(default=timezone.now)
+    beat_at = models.DateTimeField(db_index=True)
+    lost_at = models.DateTimeField(null=True, blank=True)  # stopped, or its beat went stale
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return f"{self.kind} worker {self.name}" + (" (lost)" if self.lost_at else "")

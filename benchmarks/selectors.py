@@ -5,11 +5,22 @@ quality carries the baseline label (see ``BASELINE_LABEL``)."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.core.files.storage import default_storage
-from django.db.models import OuterRef, Q, QuerySet, Subquery
+from django.db.models import (
+    DateTimeField,
+    DurationField,
+    ExpressionWrapper,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Value,
+)
+from django.db.models.functions import Now
 
 from agents.models import Agent, Team
 from agents.ordering import Ordering
@@ -19,10 +30,31 @@ from benchmarks.models import (
     BenchmarkResult,
     BenchmarkRun,
     BenchmarkSuite,
+    QueueWorker,
     SuiteCase,
 )
 
 ARTIFACT_NAMES = ("summary.json", "run_artifacts.tar.gz")
+
+
+def stale_cutoff(stale_after_s: float | None = None) -> ExpressionWrapper:
+    """The database's now minus ``stale_after_s`` (default ``GAIA_BENCH_STALE_SECONDS``): a
+    heartbeat or a worker's beat older than this is stale. The database's clock judges, so
+    workers on machines with a skewed clock are judged fairly."""
+    if stale_after_s is None:
+        stale_after_s = float(getattr(settings, "GAIA_BENCH_STALE_SECONDS", 30.0))
+    return ExpressionWrapper(Now() - Value(timedelta(seconds=stale_after_s),
+                                           output_field=DurationField()),
+                             output_field=DateTimeField())
+
+
+def queue_state() -> dict[str, Any]:
+    """Whether anything executes runs now: ``{"workers": N, "alive": N > 0}``, counting the
+    workers (Celery, or servers' embedded workers) whose beat is fresh
+    (:mod:`benchmarks.queue`). One query on a table of a few rows."""
+    workers = QueueWorker.objects.filter(lost_at__isnull=True,
+                                         beat_at__gte=stale_cutoff()).count()
+    return {"workers": workers, "alive": workers > 0}
 
 
 def quality_label(run: BenchmarkRun) -> str:

@@ -7,7 +7,8 @@ embedded worker) -> :func:`benchmark_run_claim` (one conditional update: a redel
 claims nothing) -> :func:`benchmark_run_heartbeat` every second while it runs (it also says
 whether the run was cancelled) -> :func:`benchmark_result_record` per question ->
 :func:`benchmark_run_finish`. A worker that dies leaves a stale heartbeat, which
-:func:`benchmark_run_recover_stale` (run periodically by every worker) turns into a re-queue
+:func:`benchmark_run_recover_stale` (run periodically by every worker and every web process,
+:mod:`benchmarks.worker`) turns into a re-queue
 (resuming after the last recorded question) or, past ``max_attempts``, ``failed`` with why.
 """
 
@@ -23,7 +24,7 @@ from django.conf import settings
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.db import IntegrityError, transaction
-from django.db.models import DateTimeField, DurationField, ExpressionWrapper, F, Q, Value
+from django.db.models import F, Q, Value
 from django.db.models.functions import Coalesce, Concat, Now
 from django.utils import timezone
 
@@ -376,20 +377,31 @@ def benchmark_run_finalize_cancelled(*, run_id: int, summary: dict[str, Any] | N
     BenchmarkRun.objects.filter(pk=run_id, status=RUN_STATUS.CANCELLED).update(summary=summary)
 
 
+NO_WORKER = "no worker alive"
+
+
+def lost_note(*, worker: str, beat: Any) -> tuple[str, bool]:
+    """How a lost worker is named in a run's notes and errors, and whether any worker is
+    alive now (:func:`benchmarks.selectors.queue_state`)."""
+    from benchmarks.selectors import queue_state
+
+    seen = beat.isoformat() if beat else "never"
+    return f"worker {worker} lost (last heartbeat {seen})", queue_state()["alive"]
+
+
 def benchmark_run_recover_stale(*, stale_after_s: float | None = None,
                                 max_attempts: int | None = None) -> list[int]:
     """Re-queue (resuming) or fail every running run whose heartbeat is older than
-    ``stale_after_s`` (its worker died). Safe to run from every worker at once: each change is
-    a conditional update that re-checks staleness. Returns the ids it changed."""
-    stale_after_s = stale_after_s if stale_after_s is not None else _setting(
-        "GAIA_BENCH_STALE_SECONDS", 30.0)
+    ``stale_after_s`` (its worker died). Run by every worker and every web process, so it
+    happens when no worker is left too: a re-queued run then waits, saying so, until a worker
+    starts (the run pages say that no worker is alive). Safe to run from everywhere at once:
+    each change is a conditional update that re-checks staleness. Announces ``run_requeued``
+    or ``run_finished``. Returns the ids it changed."""
+    from benchmarks.selectors import stale_cutoff
+
     max_attempts = max_attempts if max_attempts is not None else int(_setting(
         "GAIA_BENCH_MAX_ATTEMPTS", 2))
-    # Heartbeats are written and judged by the database's clock (``Now()``), so workers on
-    # other machines with a skewed clock are judged fairly.
-    cutoff = ExpressionWrapper(Now() - Value(timedelta(seconds=stale_after_s),
-                                             output_field=DurationField()),
-                               output_field=DateTimeField())
+    cutoff = stale_cutoff(stale_after_s)
     # A replay's parts are recovered one by one (benchmarks.replay.runs).
     is_stale = Q(status=RUN_STATUS.RUNNING, kind=BenchmarkRun.Kind.MESH) & (
         Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True))
@@ -397,24 +409,25 @@ def benchmark_run_recover_stale(*, stale_after_s: float | None = None,
     stale = BenchmarkRun.objects.filter(is_stale).values_list("pk", "attempts", "heartbeat_at",
                                                               "worker")
     for run_id, attempts, beat, worker in stale:
+        lost, alive = lost_note(worker=worker, beat=beat)
         with transaction.atomic():
-            # Still stale, same worker, same attempt: a conditional update, so two workers
+            # Still stale, same worker, same attempt: a conditional update, so two processes
             # checking at once change it once.
             match = BenchmarkRun.objects.filter(is_stale, pk=run_id, worker=worker,
                                                 attempts=attempts)
-            seen = beat.isoformat() if beat else "never"
             if attempts < max_attempts:
-                note = (f"worker {worker} lost (last heartbeat {seen}); re-queued after "
-                        f"attempt {attempts}")
+                note = f"{lost}; re-queued after attempt {attempts}" + (
+                    "" if alive else f"; {NO_WORKER}: it waits until one starts")
                 ok = match.update(status=RUN_STATUS.QUEUED, worker="", celery_task_id="",
                                   notes=Concat(F("notes"), Value(note + "\n"))) == 1
                 if ok:
+                    _announce_run("run_requeued", run_id)
                     transaction.on_commit(lambda rid=run_id: benchmark_run_dispatch(run_id=rid))
             else:
                 ok = match.update(
                     status=RUN_STATUS.FAILED, finished_at=timezone.now(),
-                    error=f"worker {worker} lost (last heartbeat {seen}) on attempt "
-                          f"{attempts} of {max_attempts}; not retried") == 1
+                    error=f"{lost} on attempt {attempts} of {max_attempts}; not retried"
+                          + ("" if alive else f"; {NO_WORKER}")) == 1
                 if ok:
                     _announce_run("run_finished", run_id)
         if ok:
@@ -423,10 +436,10 @@ def benchmark_run_recover_stale(*, stale_after_s: float | None = None,
     if settings.REDIS_URL:
         # Queued runs whose message never reached the broker (it was away at submit time):
         # send them again. A duplicate message is harmless (the claim is conditional).
-        lost = BenchmarkRun.objects.filter(
+        unsent = BenchmarkRun.objects.filter(
             status=RUN_STATUS.QUEUED, celery_task_id="",
             queued_at__lt=timezone.now() - timedelta(seconds=5)).values_list("pk", flat=True)
-        for run_id in lost:
+        for run_id in unsent:
             benchmark_run_dispatch(run_id=run_id)
             changed.append(run_id)
     return changed

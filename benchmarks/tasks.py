@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from celery import shared_task
-from celery.signals import worker_ready
+from celery.signals import worker_ready, worker_shutdown
 
 
 @shared_task(name="benchmarks.benchmark_run_execute", acks_late=True,
@@ -23,6 +23,14 @@ def benchmark_run_execute(run_id: int) -> str | None:
 
 @worker_ready.connect
 def _start_reaper(**_: object) -> None:
-    from benchmarks.worker import reaper_start
+    """The worker's periodic check, and its beat (benchmarks.queue)."""
+    from benchmarks.worker import celery_worker_beat, reaper_start
 
-    reaper_start()
+    reaper_start(celery_worker_beat)
+
+
+@worker_shutdown.connect
+def _stop_reaper(**_: object) -> None:
+    from benchmarks.worker import reaper_stop, worker_name_here
+
+    reaper_stop(worker_name_here())

@@ -13,6 +13,7 @@ urlpatterns = [
     path("runs/<int:run_id>/artifacts/<path:name>", apis.RunArtifactApi.as_view(),
          name="benchmark-artifact"),
     path("compare", apis.CompareApi.as_view(), name="benchmark-compare"),
+    path("queue", apis.QueueApi.as_view(), name="benchmark-queue"),
     path("suites", suites.SuiteListCreateApi.as_view(), name="benchmark-suites"),
     path("suites/<int:suite_id>", suites.SuiteDetailApi.as_view(), name="benchmark-suite"),
     path("suites/<int:suite_id>/cases", suites.SuiteCasesApi.as_view(),

@@ -44,10 +44,14 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     run = selectors.run_get(run_id=run_id)
     if run is None:  # a page, not a skeleton waiting forever for a run that is not there
         raise Http404(f"No benchmark run {run_id}.")
+    # whether a worker will run it: the page says so when none is alive (live: queue_changed)
+    queue = selectors.queue_state()
     if run.kind == BenchmarkRun.Kind.REPLAY:
         return render(request, "benchmarks/replay_run.html", {
-            "page": "replay_run", "run": selectors.run_public(run)})
-    return render(request, "benchmarks/run.html", {"page": "run", "run_id": run_id})
+            "page": "replay_run", "run": {**selectors.run_public(run), "queue": queue},
+            "queue": queue, "run_status": run.status})
+    return render(request, "benchmarks/run.html", {"page": "run", "run_id": run_id,
+                                                   "queue": queue, "run_status": run.status})
 
 
 @staff_required

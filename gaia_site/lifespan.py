@@ -7,9 +7,11 @@ streams still running shortly before the server's graceful period ends (uvicorn'
 ``--timeout-graceful-shutdown``, after which it cuts every connection) are stopped first, so
 that each client gets its dialect's error frame and end of stream rather than a cut; and it
 schedules one sweep for turns a dead process left behind (their leases expire a lease's length
-after it died). At shutdown, after the server's graceful period, it waits until every turn of
-the process is recorded and its lease released, then closes its MCP connections (the stdio
-servers it started stop). With ``GAIA_PIN_CORES`` it pins the process to
+after it died); and it starts the benchmark queue's periodic check (:mod:`benchmarks.worker`:
+runs whose worker died are recovered even when no worker is left, and the process beats for
+its embedded worker, if it has one). At shutdown, after the server's graceful period, it
+waits until every turn of the process is recorded and its lease released, then closes its MCP
+connections (the stdio servers it started stop). With ``GAIA_PIN_CORES`` it pins the process to
 a core of its own (:mod:`gaia_site.affinity`).
 """
 
@@ -86,6 +88,9 @@ class Lifespan:
         # worker: agents.turns.turn_ask) from now on, not the first request's.
         realtime.bind()
         self._sweep = loop.create_task(self._sweep_later())
+        from benchmarks.worker import embedded_worker_beat, reaper_start
+
+        reaper_start(embedded_worker_beat)
 
     def _streams_stop_later(self, loop: asyncio.AbstractEventLoop, grace: float | None) -> None:
         """Once per stop: schedule, from the signal handler, the stop of the turns still
@@ -114,7 +119,12 @@ class Lifespan:
 
     async def shutdown(self) -> None:
         from agents import realtime, turns
+        from agents.database import run_db
+        from benchmarks.worker import embedded_worker_beat, reaper_stop
 
+        beat = embedded_worker_beat()
+        with contextlib.suppress(Exception):  # this process's embedded worker stops with it
+            await asyncio.wait_for(run_db(reaper_stop, beat[0] if beat else None), 5)
         if self._sweep is not None:
             self._sweep.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -119,10 +119,18 @@ class RunOutput(serializers.Serializer):
     finished_at = serializers.CharField(allow_null=True)
 
 
+@extend_schema_serializer(component_name="BenchmarkQueue")
+class QueueOutput(serializers.Serializer):
+    workers = serializers.IntegerField(help_text="Workers (Celery, or servers' embedded "
+                                                 "workers) whose beat is fresh.")
+    alive = serializers.BooleanField(help_text="False: a queued run waits until one starts.")
+
+
 @extend_schema_serializer(component_name="BenchmarkRunDetail")
 class RunDetailOutput(RunOutput):
     artifacts = serializers.ListField(child=serializers.CharField(),
                                       help_text="Names for GET .../artifacts/{name}.")
+    queue = QueueOutput(help_text="Whether any worker is alive to run it.")
 
 
 @extend_schema_serializer(component_name="BenchmarkResult")
@@ -335,7 +343,15 @@ class RunDetailApi(BenchmarksApi):
     def get(self, request: Request, run_id: int) -> Response:
         run = _run_or_404(run_id)
         return Response({**selectors.run_public(run),
-                         "artifacts": selectors.run_artifacts(run=run)})
+                         "artifacts": selectors.run_artifacts(run=run),
+                         "queue": selectors.queue_state()})
+
+
+class QueueApi(BenchmarksApi):
+    @extend_schema(responses=QueueOutput, operation_id="benchmarks_queue",
+                   summary="Whether any worker is alive to execute runs")
+    def get(self, request: Request) -> Response:
+        return Response(selectors.queue_state())
 
 
 class RunResultsApi(BenchmarksApi):

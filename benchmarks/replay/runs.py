@@ -15,11 +15,10 @@ writes the summary and ends the run). A part whose worker died is re-queued by
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
 from typing import Any
 
 from django.db import IntegrityError, transaction
-from django.db.models import DateTimeField, DurationField, ExpressionWrapper, F, Q, Value
+from django.db.models import Exists, F, OuterRef, Q, Value
 from django.db.models.functions import Concat, Now
 from django.utils import timezone
 
@@ -30,10 +29,12 @@ from agents.services.audit import Actor, audit_record
 from benchmarks import events
 from benchmarks.models import BenchmarkResult, BenchmarkRun, BenchmarkSuite, RunPart
 from benchmarks.services import (
+    NO_WORKER,
     _announce_run,
     _resolve_indexes,
     _setting,
     benchmark_run_dispatch,
+    lost_note,
 )
 
 log = logging.getLogger("gaia.benchmarks")
@@ -252,39 +253,46 @@ def benchmark_run_resume(*, run: BenchmarkRun, by: str,
 def replay_parts_recover_stale(*, stale_after_s: float | None = None,
                                max_attempts: int | None = None) -> list[int]:
     """Re-queue (or, past ``max_attempts``, fail the run of) every running part whose
-    heartbeat is older than ``stale_after_s``: its worker died. Conditional updates, so every
-    worker may check at once. Returns the runs it changed."""
-    stale_after_s = stale_after_s if stale_after_s is not None else _setting(
-        "GAIA_BENCH_STALE_SECONDS", 30.0)
+    heartbeat is older than ``stale_after_s``: its worker died. A run left with no part
+    running goes back to ``queued`` (it waits for a worker, as a new run does). Conditional
+    updates, so every worker and web process may check at once. Announces ``run_requeued``
+    or ``run_finished``; returns the runs it changed."""
+    from benchmarks.selectors import stale_cutoff
+
     max_attempts = max_attempts if max_attempts is not None else int(_setting(
         "GAIA_BENCH_MAX_ATTEMPTS", 2))
-    cutoff = ExpressionWrapper(Now() - Value(timedelta(seconds=stale_after_s),
-                                             output_field=DurationField()),
-                               output_field=DateTimeField())
+    cutoff = stale_cutoff(stale_after_s)
     is_stale = Q(status=RunPart.Status.RUNNING) & (Q(heartbeat_at__lt=cutoff)
                                                    | Q(heartbeat_at__isnull=True))
     changed = []
     for part_id, run_id, attempts, worker, beat in RunPart.objects.filter(
             is_stale, run__status=RUN_STATUS.RUNNING).values_list(
             "pk", "run_id", "attempts", "worker", "heartbeat_at"):
-        seen = beat.isoformat() if beat else "never"
+        lost, alive = lost_note(worker=worker, beat=beat)
         with transaction.atomic():
             match = RunPart.objects.filter(is_stale, pk=part_id, worker=worker,
                                            attempts=attempts)
             if attempts < max_attempts:
                 ok = match.update(status=RunPart.Status.QUEUED, worker="") == 1
                 if ok:
-                    BenchmarkRun.objects.filter(pk=run_id).update(notes=Concat(
-                        F("notes"), Value(f"part lost with worker {worker} (last heartbeat "
-                                          f"{seen}); re-queued after attempt {attempts}\n")))
+                    note = f"part {lost}; re-queued after attempt {attempts}" + (
+                        "" if alive else f"; {NO_WORKER}: it waits until one starts")
+                    BenchmarkRun.objects.filter(pk=run_id).update(
+                        notes=Concat(F("notes"), Value(note + "\n")))
+                    running = RunPart.objects.filter(run_id=OuterRef("pk"),
+                                                     status=RunPart.Status.RUNNING)
+                    BenchmarkRun.objects.filter(~Exists(running), pk=run_id,
+                                                status=RUN_STATUS.RUNNING).update(
+                        status=RUN_STATUS.QUEUED, worker="")
+                    _announce_run("run_requeued", run_id)
                     transaction.on_commit(lambda rid=run_id: benchmark_run_dispatch(
                         run_id=rid))
             else:
                 ok = match.update(status=RunPart.Status.DONE) == 1 and bool(
                     BenchmarkRun.objects.filter(pk=run_id, status=RUN_STATUS.RUNNING).update(
                         status=RUN_STATUS.FAILED, finished_at=timezone.now(),
-                        error=f"worker {worker} lost (last heartbeat {seen}) on attempt "
-                              f"{attempts} of {max_attempts}; not retried"))
+                        error=f"{lost} on attempt {attempts} of {max_attempts}; not "
+                              "retried" + ("" if alive else f"; {NO_WORKER}")))
                 if ok:
                     _announce_run("run_finished", run_id)
         if ok:

@@ -9,6 +9,7 @@
   var h = G.h, q = G.q, show = G.show, num = G.num, fixed = G.fixed, api = G.api, fail = G.fail;
   var RUN = document.body.dataset.replay;
   var LATEST = 8;  // replies listed as they finish
+  var queue = null;  // {"workers": N, "alive": bool}: the page says when no worker is alive
 
   function orDash(v) { return v === null || v === undefined ? "–" : String(v); }
 
@@ -22,6 +23,7 @@
     st.textContent = p.status;
     show(q("#cancel-form"), p.status === "queued" || p.status === "running");
     show(q("#resume-form"), p.status === "cancelled" || p.status === "failed");
+    G.bench.queueNotice(queue, p.status);
   }
 
   function summaryRow(agent, s, primary) {
@@ -72,6 +74,8 @@
   var lastStatus = null;
 
   function renderRun(run) {
+    if (run.queue) queue = run.queue;  // the detail has it; feed events do not
+    G.bench.renderNotes(run.notes);
     renderProgress({ status: run.status, questions_done: run.progress.questions_done, questions_total: run.progress.questions_total });
     q("#run-started").textContent = run.started_at || "–";
     q("#run-finished").textContent = run.finished_at || "–";
@@ -108,6 +112,11 @@
   }
 
   function onEvent(evt) {
+    if (evt.event === "queue_changed") {
+      queue = evt.queue;
+      G.bench.queueNotice(queue, q("#run-status").textContent);
+      return;
+    }
     var id = evt.run ? evt.run.id : evt.run_id;
     if (String(id) !== String(RUN)) return;
     if (evt.event === "run_progress") renderProgress(evt);
@@ -131,7 +140,8 @@
     });
     G.pages.push({
       attach: function (feed) {
-        ["run_created", "run_started", "run_progress", "question_finished", "run_finished"].forEach(function (name) {
+        ["run_created", "run_started", "run_progress", "question_finished", "run_finished", "run_requeued",
+         "queue_changed"].forEach(function (name) {
           feed.on(name, onEvent);
         });
       },

@@ -42,6 +42,21 @@
     q(".label", node).textContent = pct + " %" + (total ? " (" + done + "/" + total + ")" : "");
   }
 
+  /* "No worker is running": shown while the run waits (queued, or running with a lost worker)
+   * and no worker is alive (the API's and queue_changed's {"workers": N, "alive": bool}). */
+  function queueNotice(queue, status) {
+    var node = q("#run-queue");
+    if (node) show(node, !!queue && queue.alive === false && (status === "queued" || status === "running"));
+  }
+
+  /* The run's notes (a lost worker, a resume...), one a line. */
+  function renderNotes(notes) {
+    var list = q("#run-notes");
+    if (!list) return;
+    list.replaceChildren.apply(list, (notes || []).map(function (n) { return h("li", { text: n }); }));
+    show(list, !!(notes && notes.length));
+  }
+
   var picked = {};  // the runs ticked for comparison survive rows being redrawn
   document.addEventListener("change", function (e) {
     if (e.target.classList && e.target.classList.contains("run-pick")) picked[e.target.value] = e.target.checked;
@@ -164,7 +179,7 @@
     }
   }
 
-  var runState = { run: null, results: {}, metrics: {} };
+  var runState = { run: null, results: {}, metrics: {}, queue: null, status: null };
 
   function renderProgress(p) {
     var done = num(p.questions_done) || 0, total = num(p.questions_total) || 0;
@@ -177,6 +192,8 @@
     st.className = "badge status-" + p.status;
     st.textContent = p.status;
     show(q("#cancel-form"), p.status === "queued" || p.status === "running");
+    runState.status = p.status;
+    queueNotice(runState.queue, p.status);
   }
 
   function selectionText(sel) {
@@ -199,6 +216,8 @@
 
   function renderRun(run) {
     runState.run = run;
+    if (run.queue) runState.queue = run.queue;  // the detail has it; feed events do not
+    renderNotes(run.notes);
     var prog = run.progress || {};
     renderProgress({ status: run.status, questions_done: runDone(run), questions_total: runTotal(run),
                      packets: prog.packets, bytes: prog.bytes });
@@ -374,8 +393,13 @@
 
   G.pages.push({
     attach: function (feed) {
-      ["run_created", "run_started", "run_progress", "question_finished", "run_finished"].forEach(function (name) {
+      ["run_created", "run_started", "run_progress", "question_finished", "run_finished", "run_requeued"].forEach(function (name) {
         feed.on(name, runEvent);
+      });
+      feed.on("queue_changed", function (evt) {
+        if (PAGE !== "run") return;
+        runState.queue = evt.queue;
+        queueNotice(runState.queue, runState.status);
       });
     },
     resync: function () {
@@ -392,5 +416,5 @@
   if (PAGE === "run_new") setupRunForm();
 
   G.bench = { runId: runId, progressNode: progressNode, setProgress: setProgress, summaryOf: summaryOf,
-              suiteRef: suiteRef, primaryKey: primaryKey };
+              suiteRef: suiteRef, primaryKey: primaryKey, queueNotice: queueNotice, renderNotes: renderNotes };
 })();
