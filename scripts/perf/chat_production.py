@@ -45,11 +45,13 @@ def production_env(data_dir: Path, database_url: str | None, redis_url: str | No
     return env
 
 
-def start_production(data_dir: Path, env: dict[str, str], upstream_url: str
+def start_production(data_dir: Path, env: dict[str, str], upstream_url: str,
+                     max_output_tokens: int | None = None
                      ) -> tuple[subprocess.Popen[bytes], str, str]:
     """Gaia as a user runs it: ``manage.py migrate``, ``gaia agents import`` of an ``openai``
-    provider (every setting left at its default but the upstream's URL), ``gaia keys create``,
-    then ``gaia api start`` (it execs uvicorn: the process is the server)."""
+    provider (every setting left at its default but the upstream's URL, and the agent's output
+    limit when given), ``gaia keys create``, then ``gaia api start`` (it execs uvicorn: the
+    process is the server)."""
     data_dir.mkdir(parents=True, exist_ok=True)
     python = sys.executable
     gaia = [python, "-m", "gaia_site.cli"]
@@ -61,7 +63,8 @@ def start_production(data_dir: Path, env: dict[str, str], upstream_url: str
         f"  - {{name: upstream, kind: openai, base_url: '{upstream_url}', "
         "default_model: fake-model}\n"
         "agents:\n"
-        "  - {slug: perf-openai, display_name: Perf, provider: upstream}\n")
+        "  - {slug: perf-openai, display_name: Perf, provider: upstream"
+        + (f", max_output_tokens: {max_output_tokens}" if max_output_tokens else "") + "}\n")
     subprocess.run([*gaia, "agents", "import", str(config)], env=env, check=True, cwd=ROOT,
                    capture_output=True)
     out = subprocess.run([*gaia, "keys", "create", "--name", "perf"], env=env, check=True,

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from chat import ROOT, SHARED_UPSTREAM, Load, free_port, median_result, wait_port
-from chat_production import production_env
+from chat_production import production_env, start_production
 
 
 def start_upstream(data_dir: Path, tokens: int, delay_ms: float) -> tuple[Any, str]:
@@ -41,35 +41,6 @@ def start_upstream(data_dir: Path, tokens: int, delay_ms: float) -> tuple[Any, s
                             cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
     wait_port(port, proc)
     return proc, f"http://127.0.0.1:{port}/v1"
-
-
-def start_leg(data_dir: Path, env: dict[str, str], upstream_url: str, tokens: int
-              ) -> tuple[subprocess.Popen[bytes], str, str]:
-    """``manage.py migrate``, ``gaia agents import`` (an agent whose output limit lets the
-    whole reply through), ``gaia keys create``, ``gaia api start``."""
-    data_dir.mkdir(parents=True, exist_ok=True)
-    gaia = [sys.executable, "-m", "gaia_site.cli"]
-    subprocess.run([sys.executable, str(ROOT / "manage.py"), "migrate", "-v", "0"], env=env,
-                   check=True, cwd=ROOT)
-    config = data_dir / "agents.yaml"
-    config.write_text(
-        "providers:\n"
-        f"  - {{name: upstream, kind: openai, base_url: '{upstream_url}', "
-        "default_model: fake-model}\n"
-        "agents:\n"
-        f"  - {{slug: perf-openai, display_name: Perf, provider: upstream, "
-        f"max_output_tokens: {tokens * 2}}}\n")
-    subprocess.run([*gaia, "agents", "import", str(config)], env=env, check=True, cwd=ROOT,
-                   capture_output=True)
-    out = subprocess.run([*gaia, "keys", "create", "--name", "perf"], env=env, check=True,
-                         cwd=ROOT, capture_output=True, text=True)
-    key = next(w for w in out.stdout.split() if w.startswith("gaia_"))
-    port = free_port()
-    log = open(data_dir / "server.log", "wb")  # noqa: SIM115 - lives as long as the server
-    proc = subprocess.Popen([*gaia, "api", "start", "--port", str(port)], env=env, cwd=ROOT,
-                            stdout=log, stderr=subprocess.STDOUT)
-    wait_port(port, proc)
-    return proc, f"http://127.0.0.1:{port}", key
 
 
 def thread_updates(database_url: str) -> int:
@@ -108,7 +79,9 @@ def main() -> None:
                 env = production_env(data_dir, *databases[db])
                 if not on:
                     env["GAIA_REPLY_CHECKPOINT_SECONDS"] = "0"
-                servers[(db, on)] = start_leg(data_dir, env, upstream_url, args.tokens)
+                # an output limit that lets the whole reply through
+                servers[(db, on)] = start_production(
+                    data_dir, env, upstream_url, max_output_tokens=args.tokens * 2)
             for n in range(args.rounds):
                 for leg in legs if n % 2 == 0 else list(reversed(legs)):
                     proc, base, key = servers[leg]

@@ -23,6 +23,15 @@ def chat_secret(make_key: Callable[..., tuple[Any, str]]) -> str:
 
 
 @pytest.fixture
+def staff(django_user_model: Any) -> APIClient:
+    """A logged-in staff member's API client (the console's session)."""
+    user = django_user_model.objects.create_user("ann", password="pw-12345678", is_staff=True)
+    client = APIClient()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
 def ops(operator_secret: str) -> APIClient:
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {operator_secret}")

@@ -17,14 +17,6 @@ API = "/api/v1"
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def staff(django_user_model):
-    user = django_user_model.objects.create_user("ann", password="pw-12345678", is_staff=True)
-    client = APIClient()
-    client.force_login(user)
-    return client
-
-
 def error(response, status, code, param=None):
     assert response.status_code == status, response.content
     body = response.json()
