@@ -381,12 +381,15 @@ NO_WORKER = "no worker alive"
 
 
 def lost_note(*, worker: str, beat: Any) -> tuple[str, bool]:
-    """How a lost worker is named in a run's notes and errors, and whether any worker is
-    alive now (:func:`benchmarks.selectors.queue_state`)."""
+    """How a lost worker is named in a run's notes and errors, and whether any other worker
+    is alive now (:func:`benchmarks.selectors.queue_state`). Not the lost one: its own beat
+    may still look fresh for a moment after its run's heartbeat went stale (they are written
+    by two threads), and the note then left out that no worker was left."""
     from benchmarks.selectors import queue_state
 
     seen = beat.isoformat() if beat else "never"
-    return f"worker {worker} lost (last heartbeat {seen})", queue_state()["alive"]
+    return (f"worker {worker} lost (last heartbeat {seen})",
+            queue_state(besides=worker)["alive"])
 
 
 def benchmark_run_recover_stale(*, stale_after_s: float | None = None,

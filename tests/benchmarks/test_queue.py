@@ -105,6 +105,16 @@ def test_a_lost_run_while_a_worker_is_alive_says_nothing_of_the_queue(suite: Any
     assert "no worker" not in run.notes
 
 
+def test_a_lost_runs_own_worker_does_not_count_as_alive(suite: Any) -> None:
+    """Its beat and its run's heartbeat come from two threads: the run may go stale while
+    the dead worker's last beat still looks fresh (CI, SQLite leg, a busy machine)."""
+    queue.queue_worker_beat(name="h:9", kind="embedded")
+    run = stale_run(suite)
+    services.benchmark_run_recover_stale(stale_after_s=30)
+    run.refresh_from_db()
+    assert run.notes.rstrip().endswith(f"re-queued after attempt 1; {NO_WORKER}")
+
+
 def test_a_lost_run_past_its_attempts_fails_naming_the_worker_and_the_empty_queue(
         suite: Any, events: list[dict[str, Any]]) -> None:
     run = stale_run(suite, attempts=2)
