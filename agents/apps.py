@@ -10,3 +10,9 @@ class AgentsConfig(AppConfig):
         from agents import events, signals  # noqa: F401 - events declares the feed's types
 
         signals.connect()
+        from django.conf import settings
+
+        if settings.DATABASES["default"]["ENGINE"].endswith("postgresql"):
+            from agents.database import psycopg_tune
+
+            psycopg_tune()

@@ -41,7 +41,9 @@ def turn_waiting(*, agent_id: int, change: int) -> None:
 
 
 @functools.cache
-def _leased_thread_sql(vendor: str) -> str:
+def leased_thread_sql() -> str:
+    """The query of :func:`agent_leased_thread`; its parameters: the agent, the time, the
+    thread to leave out."""
     qn = connection.ops.quote_name
     return (f"SELECT {qn('id')} FROM {qn(Thread._meta.db_table)} "  # noqa: S608 - no input
             f"WHERE {qn('agent_id')} = %s AND {qn('lock_expires_at')} > %s "
@@ -55,7 +57,7 @@ def agent_leased_thread(*, agent_id: int, now: Any, other_than: uuid.UUID) -> uu
     pk = Thread._meta.pk
     assert pk is not None
     with connection.cursor() as cursor:
-        cursor.execute(_leased_thread_sql(connection.vendor), [
+        cursor.execute(leased_thread_sql(), [
             agent_id, Thread._meta.get_field("lock_expires_at").get_db_prep_value(
                 now, connection),
             pk.get_db_prep_value(other_than, connection)])

@@ -48,6 +48,7 @@ from agents.services.control import (
     organism_reload,
     thread_kill,
 )
+from agents.services.inner import InnerMessage, inner_messages_store
 from agents.services.knowledge import (
     BATCH,
     KNOWLEDGE_INDEX_TASK,
@@ -70,11 +71,9 @@ from agents.services.threads import (
     EMPTY_DIGEST,
     FAILED_FINISHES,
     INTERRUPTED_ERROR,
-    InnerMessage,
     TurnResult,
     TurnStart,
     digest_chain,
-    inner_messages_store,
     session_key_fallback,
     thread_leases_renew,
     thread_leases_sweep,

@@ -19,6 +19,12 @@ from agents.exceptions import NotFound
 from agents.models import Agent, ApiKey, Message, Thread
 from agents.rows import Add, rows_insert, rows_update
 from agents.selectors.history import FAILED_FINISHES  # noqa: F401 - services re-export it
+from agents.services.turn_statements import (
+    LeaseLost,
+    single_statements,
+    thread_create_one,
+    turn_finish_one,
+)
 from agents.services.usage import UsageTurn, usage_error_kind, usage_record
 
 INTERRUPTED_ERROR = ("The turn was interrupted: the server process running it stopped before "
@@ -105,6 +111,36 @@ def thread_turn_begin(
     token = uuid.uuid4().hex
     client = selectors.client_label(user=user, api_key=api_key)
     lease = {"lock_token": token, "lock_expires_at": now + timedelta(seconds=lease_seconds)}
+    def create(parent: Thread | None) -> TurnStart:
+        # A new thread is born holding its lease and its messages: two writes in all.
+        new = Thread(
+            agent=agent,
+            session_key=parent.session_key if (thread_id and parent) else session_key,
+            api_key=api_key, user=(user or "")[:300], forked_from=parent,
+            title=(title if title is not None
+                   else next((m.text for m in incoming if m.role == "user"), ""))[:200],
+            history_digest=chain[-1], workspace_root=workspace_root or "",
+            message_count=len(incoming), run_id=run_id,
+            parent_message_id=parent_message_id, **lease,
+        )
+        rows = [_said_by(Message.from_llm(m, thread_id=new.pk, seq=i, dialect=dialect), sender)
+                for i, m in enumerate(incoming)]
+        if rows and single_statements():
+            thread_create_one(new, rows)  # one round trip (outside a transaction: atomic)
+        else:
+            rows_insert([new])
+            rows_insert(rows)
+        _announce_turn_begin(agent=agent, client=client, thread=new, rows=rows,
+                             created=True)
+        return TurnStart(new.pk, token, incoming, chain[-1], len(incoming), client,
+                         message_ids=tuple(r.pk for r in rows), agent_id=agent.pk,
+                         agent_slug=agent.slug, found="forked" if parent else "new",
+                         key_id=api_key.pk if api_key else 0)
+
+    if (not thread_id and not exclusive and single_statements()
+            and not any(m.role == "assistant" for m in incoming)):
+        return create(None)  # nothing to look up: the new thread's one statement is atomic
+
     with transaction.atomic():
         thread: Thread | None = None
         forked = stateful = False
@@ -146,29 +182,6 @@ def thread_turn_begin(
                     .only("pk", "session_key").order_by("-updated_at").first()
                 )
                 forked = thread is not None
-
-        def create(parent: Thread | None) -> TurnStart:
-            # A new thread is born holding its lease and its messages: two writes in all.
-            new = Thread(
-                agent=agent,
-                session_key=parent.session_key if (thread_id and parent) else session_key,
-                api_key=api_key, user=(user or "")[:300], forked_from=parent,
-                title=(title if title is not None
-                       else next((m.text for m in incoming if m.role == "user"), ""))[:200],
-                history_digest=chain[-1], workspace_root=workspace_root or "",
-                message_count=len(incoming), run_id=run_id,
-                parent_message_id=parent_message_id, **lease,
-            )
-            rows_insert([new])
-            rows = rows_insert([_said_by(Message.from_llm(m, thread_id=new.pk, seq=i,
-                                                          dialect=dialect), sender)
-                                for i, m in enumerate(incoming)])
-            _announce_turn_begin(agent=agent, client=client, thread=new, rows=rows,
-                                 created=True)
-            return TurnStart(new.pk, token, incoming, chain[-1], len(incoming), client,
-                             message_ids=tuple(r.pk for r in rows), agent_id=agent.pk,
-                             agent_slug=agent.slug, found="forked" if parent else "new",
-                             key_id=api_key.pk if api_key else 0)
 
         if thread is None or forked:
             return create(thread)
@@ -367,54 +380,77 @@ def thread_turn_finish(
     if result.route is not None:
         update["route"] = result.route
     replayable = not result.error or result.text or result.tool_calls
+    seq = start.next_seq
+    update["message_count"] = seq + 1
+    if replayable:
+        update["history_digest"] = digest_chain([reply], start=start.base_digest)[-1]
+    row = _reply_row(reply, result, thread_id=start.thread_id, seq=seq, dialect=dialect)
+
+    def usage_of(row: Message) -> UsageTurn:
+        return UsageTurn(
+            at=row.created_at, agent_id=start.agent_id, key_id=start.key_id, model=result.model,
+            error_kind=usage_error_kind(finish_reason=result.finish_reason, error=result.error),
+            input_tokens=result.input_tokens, output_tokens=result.output_tokens,
+            ttft_ms=result.ttft_ms, latency_ms=result.latency_ms)
+
+    if single_statements():
+        try:
+            busy = turn_finish_one(
+                thread_id=start.thread_id, lock_token=start.lock_token, update=update, row=row,
+                usage_of=usage_of, agent_id=start.agent_id, now=now,
+                ask_busy=busy_with is None)
+        except LeaseLost:
+            pass
+        else:
+            _announce_turn_finish(start=start, result=result, row=row, now=now,
+                                  message_count=update["message_count"],
+                                  busy_with=busy_with or busy, asked=True)
+            return
     with transaction.atomic():
-        seq = start.next_seq
-        update["message_count"] = seq + 1
-        if replayable:
-            update["history_digest"] = digest_chain([reply], start=start.base_digest)[-1]
         held = {"id": start.thread_id, "lock_token": start.lock_token}
         if not rows_update(Thread, where=held, values=update):
             # The lease expired and another turn moved the thread on: append after it.
             thread = Thread.objects.select_for_update().get(pk=start.thread_id)
-            seq = thread.message_count
+            row.seq = seq = thread.message_count
             update["message_count"] = seq + 1
             if replayable:
                 update["history_digest"] = digest_chain([reply], start=thread.history_digest)[-1]
             for lease_field in ("lock_token", "lock_expires_at", "partial_reply"):
                 update.pop(lease_field)
             rows_update(Thread, where={"id": start.thread_id}, values=update)
-        row = Message.from_llm(reply, thread_id=start.thread_id, seq=seq, dialect=dialect)
-        row.reasoning = result.reasoning
-        row.finish_reason = result.finish_reason
-        row.error = result.error
-        row.input_tokens = result.input_tokens
-        row.output_tokens = result.output_tokens
-        row.usage_estimated = result.usage_estimated
-        row.latency_ms = result.latency_ms
-        row.ttft_ms = result.ttft_ms
-        row.response_id = result.response_id
-        row.provider = result.provider
-        row.sender = result.sender
-        row.passages = result.passages
-        row.note = result.note[:500]
         rows_insert([row])
-        usage_record(turn=UsageTurn(
-            at=row.created_at, agent_id=start.agent_id, key_id=start.key_id,
-            model=result.model,
-            error_kind=usage_error_kind(finish_reason=result.finish_reason, error=result.error),
-            input_tokens=result.input_tokens, output_tokens=result.output_tokens,
-            ttft_ms=result.ttft_ms, latency_ms=result.latency_ms))
+        usage_record(turn=usage_of(row))
         _announce_turn_finish(start=start, result=result, row=row, now=now,
                               message_count=update["message_count"], busy_with=busy_with)
 
 
-def _announce_turn_finish(*, start: TurnStart, result: TurnResult, row: Message,
-                          now: Any, message_count: int, busy_with: Any = None) -> None:
+def _reply_row(reply: llm.Message, result: TurnResult, *, thread_id: Any, seq: int,
+               dialect: str) -> Message:
+    row = Message.from_llm(reply, thread_id=thread_id, seq=seq, dialect=dialect)
+    row.reasoning = result.reasoning
+    row.finish_reason = result.finish_reason
+    row.error = result.error
+    row.input_tokens = result.input_tokens
+    row.output_tokens = result.output_tokens
+    row.usage_estimated = result.usage_estimated
+    row.latency_ms = result.latency_ms
+    row.ttft_ms = result.ttft_ms
+    row.response_id = result.response_id
+    row.provider = result.provider
+    row.sender = result.sender
+    row.passages = result.passages
+    row.note = result.note[:500]
+    return row
+
+
+def _announce_turn_finish(*, start: TurnStart, result: TurnResult, row: Message, now: Any,
+                          message_count: int, busy_with: Any = None, asked: bool = False
+                          ) -> None:
     """The feed hears of the reply, the thread's new status, any error and whether the agent
     is still at work (another thread of its may hold a lease, in any process)."""
     slug = start.agent_slug
-    busy = busy_with or selectors.agent_leased_thread(agent_id=start.agent_id, now=now,
-                                                      other_than=start.thread_id)
+    busy = busy_with if busy_with or asked else selectors.agent_leased_thread(
+        agent_id=start.agent_id, now=now, other_than=start.thread_id)
     announced = [
         events.message(row, agent=slug, client=start.client),
         events.thread_updated(thread_id=start.thread_id, agent=slug, status=result.status,
@@ -427,67 +463,3 @@ def _announce_turn_finish(*, start: TurnStart, result: TurnResult, row: Message,
                                         current_thread=busy))
     for e in announced:
         realtime.send_event_on_commit(e)
-
-
-# ---------------------------------------------------------------------------------------------
-# An agent's own work within a turn: a team's inner messages, the tool calls it ran itself
-
-
-@dataclass
-class InnerMessage:
-    """One step of an agent's own work within a turn: a team's task (``role="user"``, leader
-    to member) or a member's reply (``role="assistant"``); an agent's call of its own tools
-    (``role="assistant"`` with ``tool_calls``) or a tool's result (``role="tool"``, from the
-    tool: ``sender``, with ``latency_ms`` its duration and ``error`` why it failed)."""
-
-    sender: str
-    recipient: str
-    role: str
-    content: str
-    reasoning: str = ""
-    finish_reason: str = ""
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    usage_estimated: bool = False
-    latency_ms: int | None = None
-    ttft_ms: int | None = None
-    provider: str = ""
-    passages: list[dict[str, Any]] | None = None
-    tool_calls: list[dict[str, Any]] | None = None
-    tool_call_id: str = ""
-    error: str = ""
-
-
-@transaction.atomic
-def inner_messages_store(*, start: TurnStart, messages: list[InnerMessage],
-                         dialect: str = "team") -> list[Message]:
-    """Store an agent's own work in its thread, after what the turn stored so far
-    (``start.next_seq`` moves on, so the turn's answer lands after it). The caller holds
-    the thread's lease. It never joins the history a client holds (``internal``); its
-    tokens count in the thread's usage. The feed hears of each message once stored."""
-    rows = []
-    for m in messages:
-        rows.append(Message(
-            thread_id=start.thread_id, seq=start.next_seq + len(rows), role=m.role,
-            content=m.content, reasoning=m.reasoning, finish_reason=m.finish_reason,
-            input_tokens=m.input_tokens, output_tokens=m.output_tokens,
-            usage_estimated=m.usage_estimated, latency_ms=m.latency_ms, ttft_ms=m.ttft_ms,
-            provider=m.provider, sender=m.sender, recipient=m.recipient, internal=True,
-            passages=m.passages, tool_calls=m.tool_calls, tool_call_id=m.tool_call_id,
-            error=m.error, dialect=dialect))
-    # The turn's own row writers (agents.rows): an agent's tool round writes here twice, and
-    # through bulk_create() and update() with F() these two were 70 % of a step's server
-    # time (scripts/perf/tools.py's profile).
-    rows_insert(rows)
-    start.next_seq += len(rows)
-    update: dict[str, Any] = {"message_count": start.next_seq, "updated_at": timezone.now()}
-    tokens_in = sum(m.input_tokens or 0 for m in messages)
-    tokens_out = sum(m.output_tokens or 0 for m in messages)
-    if tokens_in or tokens_out:
-        update["input_tokens"], update["output_tokens"] = Add(tokens_in), Add(tokens_out)
-    if any(m.usage_estimated for m in messages):
-        update["usage_estimated"] = True
-    rows_update(Thread, where={"id": start.thread_id}, values=update)
-    for row in rows:
-        realtime.send_event_on_commit(events.message(row, agent=row.sender, client=row.recipient))
-    return rows

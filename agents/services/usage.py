@@ -25,6 +25,7 @@ from agents.models.usage import (
     TTFT_COLUMNS,
     usage_bin,
 )
+from agents.rows import rows_cursor
 
 FAILED_KINDS = ("error", "client_disconnected", "interrupted", "killed")
 
@@ -73,6 +74,18 @@ def usage_record_many(*, turns: Iterable[UsageTurn], full_minutes_only: bool = F
     one upsert per bucket row. ``full_minutes_only``: write only the FULL minute rows (the
     rest to be derived from them by :func:`usage_derive`). Returns how many rows were
     written."""
+    statements, count = usage_statements(turns=turns, full_minutes_only=full_minutes_only)
+    if statements:
+        with rows_cursor(connection) as cursor:
+            for sql, params in statements:
+                cursor.execute(sql, params)
+    return count
+
+
+def usage_statements(*, turns: Iterable[UsageTurn], full_minutes_only: bool = False
+                     ) -> tuple[list[tuple[str, list[Any]]], int]:
+    """The upserts of :func:`usage_record_many` (one per shape of row, usually one in all)
+    and how many rows they write, for a caller that sends them itself."""
     rows: dict[tuple[Any, ...], dict[str, int]] = {}
     shape = UsageBucket.Shape
     spans = (SPAN_MINUTE,) if full_minutes_only else SPANS
@@ -101,30 +114,30 @@ def usage_record_many(*, turns: Iterable[UsageTurn], full_minutes_only: bool = F
                 if duration is not None:
                     row[duration] = row.get(duration, 0) + 1
     if not rows:
-        return 0
+        return [], 0
     table = connection.ops.quote_name(UsageBucket._meta.db_table)
     field = UsageBucket._meta.get_field("start")
-    with connection.cursor() as cursor:
-        # Rows of the same shape (the same bins) go in one statement.
-        shapes: dict[tuple[str, ...], list[tuple[tuple[Any, ...], dict[str, int]]]] = {}
-        for key, row in rows.items():
-            shapes.setdefault(tuple(row), []).append((key, row))
-        for columns, group in shapes.items():
-            names = _KEY + list(columns)
-            sets = ", ".join(f"{c} = {table}.{c} + excluded.{c}" for c in columns)
-            one = "(" + ", ".join(["%s"] * len(names)) + ")"
-            for i in range(0, len(group), _ROWS_PER_STATEMENT):
-                batch = group[i:i + _ROWS_PER_STATEMENT]
-                sql = (f"INSERT INTO {table} ({', '.join(names)}) VALUES "  # noqa: S608
-                       + ", ".join([one] * len(batch))
-                       + f" ON CONFLICT ({', '.join(_KEY)}) DO UPDATE SET {sets}")
-                params: list[Any] = []
-                for key, row in batch:
-                    span, shape_, start, *rest = key
-                    params += [span, int(shape_), field.get_db_prep_save(start, connection),
-                               *rest, *(row[c] for c in columns)]
-                cursor.execute(sql, params)
-    return len(rows)
+    statements: list[tuple[str, list[Any]]] = []
+    # Rows of the same shape (the same bins) go in one statement.
+    shapes: dict[tuple[str, ...], list[tuple[tuple[Any, ...], dict[str, int]]]] = {}
+    for key, row in rows.items():
+        shapes.setdefault(tuple(row), []).append((key, row))
+    for columns, group in shapes.items():
+        names = _KEY + list(columns)
+        sets = ", ".join(f"{c} = {table}.{c} + excluded.{c}" for c in columns)
+        one = "(" + ", ".join(["%s"] * len(names)) + ")"
+        for i in range(0, len(group), _ROWS_PER_STATEMENT):
+            batch = group[i:i + _ROWS_PER_STATEMENT]
+            sql = (f"INSERT INTO {table} ({', '.join(names)}) VALUES "  # noqa: S608
+                   + ", ".join([one] * len(batch))
+                   + f" ON CONFLICT ({', '.join(_KEY)}) DO UPDATE SET {sets}")
+            params: list[Any] = []
+            for key, row in batch:
+                span, shape_, start, *rest = key
+                params += [span, int(shape_), field.get_db_prep_save(start, connection),
+                           *rest, *(row[c] for c in columns)]
+            statements.append((sql, params))
+    return statements, len(rows)
 
 
 # What each shape keeps of a FULL row's key (the others are 0 or "").

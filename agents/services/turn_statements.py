@@ -1,0 +1,88 @@
+"""A turn's writes on PostgreSQL as one statement at each end: its new thread with the
+client's messages, and its reply with the thread's update and the usage roll-up.
+
+On SQLite a statement is a function call in the process; on PostgreSQL it is a round trip,
+and a chat turn was ten of them (BEGIN, INSERT thread, INSERT messages, COMMIT; BEGIN,
+UPDATE thread, INSERT reply, upsert usage, SELECT the agent's other leased thread, COMMIT),
+each costing the server's CPU and a PostgreSQL backend's. Written as one statement with
+data-modifying CTEs they are two, each atomic by itself, so no BEGIN or COMMIT is sent
+outside a transaction (`scripts/perf/chat.py --production` gives the figures in the
+README). What is written is the same rows, in the same transaction boundaries as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from contextlib import nullcontext
+from typing import Any
+
+from django.db import IntegrityError, connection, transaction
+
+from agents.models import Message, Thread
+from agents.rows import rows_cursor, rows_insert_sql, rows_inserted, rows_update_sql
+from agents.selectors.agents import leased_thread_sql
+from agents.services.usage import UsageTurn, usage_statements
+
+
+def single_statements() -> bool:
+    """Whether this database takes a turn's writes as one statement (PostgreSQL: CTEs that
+    write; SQLite has none, and needs none)."""
+    return connection.vendor == "postgresql"
+
+
+def thread_create_one(thread: Thread, rows: Sequence[Message]) -> None:
+    """Insert ``thread`` and its first ``rows`` in one statement (primary keys set on them).
+    Outside a transaction it is one round trip, atomic by itself."""
+    t_sql, t_params = rows_insert_sql([thread])
+    m_sql, m_params = rows_insert_sql(rows)
+    with rows_cursor(connection) as cursor:
+        cursor.execute(f"WITH new_thread AS ({t_sql}) {m_sql}", t_params + m_params)
+        ids = [r[0] for r in cursor.fetchall()]
+    rows_inserted([thread], [])
+    rows_inserted(rows, ids)
+
+
+class LeaseLost(Exception):
+    """The turn no longer holds its thread's lease: nothing was written."""
+
+
+def turn_finish_one(*, thread_id: Any, lock_token: str, update: dict[str, Any], row: Message,
+                    usage_of: Callable[[Message], UsageTurn], agent_id: int, now: Any,
+                    ask_busy: bool = True) -> Any:
+    """Update the thread held by ``lock_token``, insert the reply ``row`` after it and add
+    the turn to the usage roll-up, in one statement; returns another thread of the agent
+    whose turn holds a live lease (the agent is still at work), or ``None`` (not asked
+    with ``ask_busy=False``: the caller knows).
+
+    The reply's ``seq`` is read from the thread's update, so when the lease was lost (the
+    update matched no row) the reply has none, the statement fails on its NOT NULL and
+    nothing is written: raises :class:`LeaseLost`, and the caller takes the slow path."""
+    u_sql, u_params = rows_update_sql(
+        Thread, where={"id": thread_id, "lock_token": lock_token}, values=update)
+    qn = connection.ops.quote_name
+    m_sql, m_params = rows_insert_sql(
+        [row], computed={"seq": f"(SELECT {qn('message_count')} - 1 FROM held)"})  # noqa: S608
+    statements, _ = usage_statements(turns=[usage_of(row)])
+    if len(statements) != 1:  # one shape of row per turn; anything else: the slow path
+        raise LeaseLost("usage in several statements")
+    g_sql, g_params = statements[0]
+    pk = Thread._meta.pk
+    assert pk is not None
+    sql = f"WITH held AS ({u_sql} RETURNING {qn('message_count')}), usage AS ({g_sql}) {m_sql}"
+    params = u_params + g_params + m_params
+    if ask_busy:
+        sql += f", ({leased_thread_sql()})"
+        params += [agent_id, Thread._meta.get_field("lock_expires_at").get_db_prep_value(
+            now, connection), pk.get_db_prep_value(thread_id, connection)]
+    try:
+        # Inside a transaction (a test's, a caller's) a failure must not end it: a savepoint.
+        with (transaction.atomic() if connection.in_atomic_block else nullcontext()), \
+                rows_cursor(connection) as cursor:
+            cursor.execute(sql, params)
+            new_id, *busy = cursor.fetchone()
+    except IntegrityError as exc:
+        raise LeaseLost(str(exc)) from None
+    rows_inserted([row], [new_id])
+    row.seq = update["message_count"] - 1
+    return pk.to_python(busy[0]) if busy and busy[0] is not None else None
+
