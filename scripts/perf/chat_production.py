@@ -22,6 +22,7 @@ from chat import (
     free_port,
     median_result,
     proc_tree_cpu,
+    services_cpu,
     start_upstream,
     wait_port,
 )
@@ -90,9 +91,10 @@ def shared_load(load_py: Path, base: str, key: str, mode: str, c: int, duration:
            "--warmup", str(warmup)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=ROOT)
     time.sleep(warmup)
-    cpu0 = proc_tree_cpu(server_pid)
+    cpu0, services0 = proc_tree_cpu(server_pid), services_cpu()
     out, _ = proc.communicate(timeout=duration + warmup + 120)
     cpu = proc_tree_cpu(server_pid) - cpu0
+    services = services_cpu() - services0
     data = json.loads(out)
     ok, window = data["ok"], data["window_s"]
     ttft = data.get("ttft_ms") or {}
@@ -102,6 +104,7 @@ def shared_load(load_py: Path, base: str, key: str, mode: str, c: int, duration:
         "ttft50": ttft.get("p50") or float("nan"), "ttft99": ttft.get("p99") or float("nan"),
         "ok": ok, "errors": data["errors"], "client_cpu": data["client_cpu_s"] / window,
         "server_cpu": cpu / window, "cpu_ms": cpu / ok * 1000 if ok else float("nan"),
+        "services_ms": services / ok * 1000 if ok else float("nan"),
     }
 
 
@@ -144,6 +147,7 @@ def production(args: argparse.Namespace) -> None:
                               + (f" ttft p50 {r['ttft50']:6.1f} p99 {r['ttft99']:6.1f}"
                                  if mode == "stream" else "")
                               + f" cpu {r['cpu_ms']:5.2f} ms/req"
+                              + f" (+{r['services_ms']:4.2f} db/redis)"
                               + (f"  errors {r['errors']}" if r["errors"] else ""),
                               file=sys.stderr, flush=True)
         finally:
@@ -158,7 +162,7 @@ def production(args: argparse.Namespace) -> None:
           f"{args.load_generator}\n")
     print(f"{'mode':6} {'conc':>4} {'database':9} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} "
           f"{'p99/p50':>7} {'ttft p50':>9} {'ttft p99':>9} {'t99/t50':>7} {'errors':>6} "
-          f"{'cpu ms/req':>10} {'client cpu':>10}")
+          f"{'cpu ms/req':>10} {'+db/redis':>9} {'= total':>8} {'client cpu':>10}")
     for mode, c in cells:
         med = {leg: median_result(results[(mode, c, leg)]) for leg in legs}
         for leg, r in med.items():
@@ -168,10 +172,16 @@ def production(args: argparse.Namespace) -> None:
                   + (f"{r['ttft50']:9.1f} {r['ttft99']:9.1f} {r['ttft99'] / r['ttft50']:7.2f} "
                      if stream else f"{'-':>9} {'-':>9} {'-':>7} ")
                   + f"{sum(r['errors'].values()):>6} {r['cpu_ms']:10.2f} "
+                  f"{r['services_ms']:9.2f} {r['cpu_ms'] + r['services_ms']:8.2f} "
                   f"{r['client_cpu']:10.2f}")
         lite, pg = med["sqlite"], med["pg+redis"]
+
+        def total(r: dict[str, Any]) -> float:
+            return r["cpu_ms"] + r["services_ms"]
+
         print(f"{mode:6} {c:>4} {'pg/sqlite':9} {pg['rps'] / lite['rps']:7.2f}x "
               f"{'':>8} {'':>8} {'':>7} {'':>9} {'':>9} {'':>7} {'':>6} "
-              f"{pg['cpu_ms'] / lite['cpu_ms']:9.2f}x")
+              f"{pg['cpu_ms'] / lite['cpu_ms']:9.2f}x {'':>9} "
+              f"{total(pg) / total(lite):7.2f}x")
 
 
