@@ -8,10 +8,12 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.http import HttpRequest
 from django.utils.html import format_html
+from django.utils.translation import gettext as _
 
 from agents import selectors, services, turns
 from agents.documents import document_kind
@@ -32,6 +34,7 @@ from agents.models import (
     TeamMember,
     Thread,
 )
+from agents.paging import SeekPaginator
 
 
 class ProviderForm(forms.ModelForm):
@@ -332,9 +335,24 @@ class ThreadAdmin(admin.ModelAdmin):
     list_select_related = ()
     search_fields = ["title"]  # shows the search box; get_search_results decides
     search_help_text = "A thread id, a session key, or text in its title or messages."
+    # The admin renders each cell through its display machinery, 0.5 ms a row here: 100 rows
+    # a page took 65 ms at c=1 with the queries under 1 ms (issue 27); 50, as the console's
+    # lists. A deep page reads its ids first (agents.paging); a filtered list is not counted
+    # a second time for the unfiltered total.
+    list_per_page = 50
+    paginator = SeekPaginator
+    show_full_result_count = False
 
     def get_queryset(self, request: HttpRequest) -> Any:
         return super().get_queryset(request).prefetch_related("agent", "api_key")
+
+    def action_checkbox(self, obj: Thread) -> str:
+        """Django's row checkbox, the same markup, without a form widget rendered through the
+        template engine for every row (a third of the list's rendering, cProfile)."""
+        return format_html(
+            '<input type="checkbox" name="{}" value="{}" class="action-select" aria-label="{}">',
+            helpers.ACTION_CHECKBOX_NAME, str(obj.pk),
+            format_html(_("Select this object for an action - {}"), str(obj)))
 
     def get_search_results(self, request: HttpRequest, queryset: Any,
                            search_term: str) -> tuple[Any, bool]:

@@ -19,7 +19,6 @@ from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import user_passes_test
 from django.contrib.auth.forms import AuthenticationForm
 from django.core.exceptions import BadRequest
-from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse_lazy
@@ -28,6 +27,7 @@ from django.utils import timezone
 from agents import selectors
 from agents.exceptions import InvalidRequest, NotFound
 from agents.models import Agent, ApiKey, AuditEvent, Provider, Thread
+from agents.paging import SeekPaginator
 
 LOGIN_URL = reverse_lazy("ui:login")
 THREADS_PER_PAGE = 50
@@ -147,7 +147,7 @@ def thread_list(request: HttpRequest) -> HttpResponse:
     form = ThreadFilterForm(request.GET or None)
     filters = form.selector_filters()
     sort = page_sort(request, selectors.THREAD_ORDERING)
-    page = Paginator(selectors.thread_list(**filters, sort=sort),
+    page = SeekPaginator(selectors.thread_list(**filters, sort=sort),
                      THREADS_PER_PAGE).get_page(request.GET.get("page"))
     query = request.GET.copy()
     query.pop("page", None)
@@ -234,7 +234,7 @@ class KeyFilterForm(forms.Form):
 
 
 def _page_of(request: HttpRequest, rows: Any) -> tuple[Any, str]:
-    page = Paginator(rows, PER_PAGE).get_page(request.GET.get("page"))
+    page = SeekPaginator(rows, PER_PAGE).get_page(request.GET.get("page"))
     query = request.GET.copy()
     query.pop("page", None)
     return page, query.urlencode()

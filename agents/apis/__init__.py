@@ -309,7 +309,13 @@ class MessageListApi(OperatorApi):
         f = self.filters(self.FilterSerializer)
         rows = selectors.message_list(thread_id=f.get("thread"), agent=f.get("agent"),
                                       since=f.get("since"), role=f.get("role"))
-        return self.paginated(rows, selectors.message_public_row, self.OutputSerializer)
+        # Counted without counting where the list is all messages, or an agent's all.
+        filters = {k for k in ("thread", "agent", "since", "role") if f.get(k) is not None}
+        count = (selectors.message_total() if not filters else
+                 selectors.message_count_of_agent(agent=f["agent"]) if filters == {"agent"}
+                 else None)
+        return self.paginated(rows, selectors.message_public_row, self.OutputSerializer,
+                              count=count)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -54,6 +54,7 @@ from agents.selectors.console import (
 )
 from agents.selectors.health import (
     health_report,
+    message_total,
     organism_info,
 )
 from agents.selectors.history import (
@@ -74,6 +75,7 @@ from agents.selectors.threads import (
     agent_last_error,
     client_label,
     iso,
+    message_count_of_agent,
     message_list,
     message_public,
     message_public_row,
@@ -83,6 +85,7 @@ from agents.selectors.threads import (
     thread_get,
     thread_list,
     thread_list_active,
+    thread_matches,
     thread_messages_page,
     thread_public,
     thread_public_row,
@@ -95,6 +98,7 @@ from agents.selectors.usage import (
 
 __all__ = [
     "thread_admin_search",
+    "thread_matches",
     "thread_history",
     "AGENT_ORDERING",
     "AUDIT_ORDERING",
@@ -143,12 +147,14 @@ __all__ = [
     "memory_list",
     "memory_public",
     "memory_recall",
+    "message_count_of_agent",
     "message_list",
     "thread_messages_page",
     "message_public",
     "message_public_row",
     "model_list",
     "organism_config",
+    "message_total",
     "organism_info",
     "passages_prompt",
     "provider_config",

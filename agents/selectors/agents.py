@@ -111,9 +111,13 @@ def agent_list_public(*, slug: str | None = None, sort: str | None = None
         agents = agents.filter(slug=slug)
     agents = list(agents)
     ids = [a.pk for a in agents]
+    # Each agent's most recently active thread holding a live lease. Sorted here, not by the
+    # database: ordered by updated_at, SQLite walked every thread of the agents by that
+    # index (20 ms of 28 at 100,000 threads, issue 27) instead of the few live leases.
     busy: dict[int, str] = {}
-    for agent_id, thread_id in (Thread.objects.filter(agent_id__in=ids, lock_expires_at__gt=now)
-                                .order_by("-updated_at").values_list("agent_id", "pk")):
+    leased = Thread.objects.filter(agent_id__in=ids, lock_expires_at__gt=now).order_by()
+    for agent_id, thread_id, _ in sorted(leased.values_list("agent_id", "pk", "updated_at"),
+                                         key=lambda row: row[2], reverse=True):
         busy.setdefault(agent_id, str(thread_id))
     approving = set(Thread.objects.filter(agent_id__in=ids, status=Thread.Status.WAITING)
                     .values_list("agent_id", flat=True))

@@ -103,12 +103,34 @@ def test_search_matches_titles_and_texts_as_substrings(ops, echo_agent, make_thr
     assert ids("sunny") == {text}
     Thread.objects.filter(pk=text).delete()
     assert ids("sunny") == set()
+    Thread.objects.filter(pk=title).update(title="Beacon watch")
+    assert ids("beacon") == {title}  # the title index follows a renamed thread
+    renamed = Thread.objects.get(pk=title)
+    renamed.title = "Harbor watch"
+    renamed.save()
+    assert ids("beacon") == set()
+    assert ids("harbor") == {title}
+    renamed.delete()
+    assert ids("harbor") == set()
+
+
+def test_a_search_matching_more_threads_than_it_reads_still_finds_them_all(
+        ops, echo_agent, make_thread, monkeypatch):
+    from agents.selectors import threads as thread_selectors
+
+    found = {make_thread(echo_agent, f"comet {i}", reply="ok") for i in range(4)}
+    make_thread(echo_agent, "other", reply="ok")
+    for read in (100, 2):  # read once as ids, and past that as the query itself
+        monkeypatch.setattr(thread_selectors, "MATCHES_READ", read)
+        body = ops.get(f"{API}/threads", {"q": "comet", "limit": 3}).json()
+        assert body["count"] == 4
+        assert set(walk(ops, f"{API}/threads", {"q": "comet", "limit": 3})) == found
 
 
 def test_search_reads_the_text_index(echo_agent, make_thread):
     make_thread(echo_agent, "hello", reply="the quasar shines")
     query = selectors.thread_list(q="quasar")
-    sql, params = query.query.sql_with_params()
+    sql, params = selectors.thread_matches("quasar").query.sql_with_params()
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
             cursor.execute("SET LOCAL enable_seqscan = off")  # a tiny table: no shortcut
@@ -121,6 +143,7 @@ def test_search_reads_the_text_index(echo_agent, make_thread):
             plan = "\n".join(str(row[-1]) for row in cursor.fetchall())
             assert "VIRTUAL TABLE INDEX" in plan, plan
             assert "agents_message_fts" in plan, plan
+            assert "agents_thread_title_fts" in plan, plan  # migration 0020
     assert [t.pk for t in query] == [
         t.pk for t in Thread.objects.filter(messages__content__contains="quasar")]
 
@@ -173,3 +196,67 @@ def test_the_admin_thread_list_walks_an_index(admin_client, echo_agent, make_thr
     assert "thread_all_recent" in plan, plan
     assert "TEMP B-TREE" not in plan, plan
     assert "Sort" not in plan, plan
+
+
+def test_deep_offset_pages_are_the_pages_an_offset_reads(ops, staff, echo_agent, make_agent,
+                                                         make_thread, monkeypatch):
+    """Past ``SEEK_FROM`` a page reads its ids first, then its rows: the same rows, in the
+    same order, on the API and the thread list page (here from offset 2)."""
+    from agents import paging
+
+    other = make_agent(slug="other")
+    for i in range(9):
+        make_thread(echo_agent if i % 3 else other, f"t {i}")
+    Thread.objects.filter(title__in=["t 2", "t 5"]).update(updated_at=timezone.now())  # a tie
+    expected = [str(pk) for pk in Thread.objects.order_by("-updated_at", "pk")
+                .values_list("pk", flat=True)]
+    mine = [str(pk) for pk in Thread.objects.filter(agent=echo_agent)
+            .order_by("-updated_at", "pk").values_list("pk", flat=True)]
+    monkeypatch.setattr(paging, "SEEK_FROM", 2)
+    for offset in range(0, 10):
+        body = ops.get(f"{API}/threads", {"limit": 3, "offset": offset}).json()
+        assert [t["id"] for t in body["results"]] == expected[offset:offset + 3]
+        assert body["count"] == 9
+    body = ops.get(f"{API}/threads", {"limit": 2, "offset": 3, "agent": "echo"}).json()
+    assert [t["id"] for t in body["results"]] == mine[3:5]
+    import agents.views as views
+
+    monkeypatch.setattr(views, "THREADS_PER_PAGE", 4)
+    for number, rows in ((1, expected[:4]), (2, expected[4:8]), (3, expected[8:])):
+        response = staff.get("/threads/", {"page": number})
+        assert response.status_code == 200
+        assert [str(t.pk) for t in response.context["page_obj"].object_list] == rows
+
+
+def test_message_counts_read_without_counting_are_the_counts(ops, echo_agent, make_agent,
+                                                               make_thread):
+    other = make_agent(slug="other")
+    make_thread(echo_agent, "one")
+    make_thread(echo_agent, "two", reply=None)  # a running turn: its reply not stored yet
+    make_thread(other, "three")
+
+    def count(**params):
+        r = ops.get(f"{API}/messages", {"limit": 1, **params})
+        assert r.status_code == 200, r.content
+        return r.json()["count"]
+
+    assert count() == Message.objects.count() == 5
+    assert count(agent="echo") == Message.objects.filter(thread__agent=echo_agent).count() == 3
+    assert count(agent="other") == 2
+    assert count(agent="echo", role="user") == 2
+
+
+def test_an_agents_messages_are_its_newest_first(ops, echo_agent, make_agent, make_thread):
+    other = make_agent(slug="other")
+    for i in range(6):
+        make_thread(echo_agent if i % 2 else other, f"m {i}", reply=f"r {i}")
+    expected = [m.pk for m in Message.objects.filter(thread__agent=echo_agent)
+                .order_by("-created_at", "-pk")]
+    got = []
+    body = ops.get(f"{API}/messages", {"agent": "echo", "limit": 4}).json()
+    while True:
+        got += [m["id"] for m in body["results"]]
+        if body["next"] is None:
+            break
+        body = ops.get(body["next"]).json()
+    assert got == expected
