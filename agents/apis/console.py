@@ -22,7 +22,7 @@ from agents.authentication import StaffSessionAuthentication, note, raw_api_key
 from agents.backends import backend_probe
 from agents.exceptions import InvalidRequest
 from agents.models import Agent, ApiKey, AuditEvent, Provider
-from agents.rest import GaiaApi, PaginationFilter, StrictSerializer, sort_field
+from agents.rest import GaiaApi, PaginationFilter, SlugName, StrictSerializer, sort_field
 
 
 class IsStaff(BasePermission):
@@ -190,7 +190,7 @@ class ProviderOutput(serializers.Serializer):
 
 
 class ProviderInput(StrictSerializer):
-    name = serializers.SlugField(max_length=100)
+    name = SlugName(max_length=100)
     kind = serializers.ChoiceField(choices=Provider.Kind.choices)
     base_url = serializers.URLField(max_length=500, required=False, allow_blank=True)
     api_key_env = serializers.CharField(max_length=200, required=False, allow_blank=True)
@@ -206,7 +206,7 @@ class ProviderInput(StrictSerializer):
 
 
 class ProviderUpdateInput(ProviderInput):
-    name = serializers.SlugField(max_length=100, required=False)
+    name = SlugName(max_length=100, required=False)
     kind = serializers.ChoiceField(choices=Provider.Kind.choices, required=False)
 
 

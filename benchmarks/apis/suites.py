@@ -22,7 +22,7 @@ from rest_framework.response import Response
 from agents.exceptions import NotFound
 from agents.models import Thread
 from agents.parsers import JsonParser
-from agents.rest import StrictSerializer, sort_field
+from agents.rest import SlugName, StrictSerializer, sort_field
 from benchmarks import selectors, services
 from benchmarks.apis import BenchmarksApi
 from benchmarks.models import BenchmarkSuite
@@ -93,7 +93,7 @@ class SuiteListCreateApi(BenchmarksApi):
 
     @extend_schema_serializer(component_name="BenchmarkSuiteCreate")
     class InputSerializer(StrictSerializer):
-        name = serializers.SlugField(max_length=100)
+        name = SlugName(max_length=100)
         description = serializers.CharField(required=False, allow_blank=True, max_length=5000)
         source = serializers.CharField(required=False, allow_blank=True, max_length=500)
         licence = serializers.CharField(required=False, allow_blank=True, max_length=200)
@@ -134,7 +134,7 @@ class SuiteListCreateApi(BenchmarksApi):
     def post(self, request: Request) -> Response:
         who = {"created_by": self._key(request), "created_by_user": self._user(request)}
         if isinstance(request.data, bytes):
-            name = serializers.SlugField(max_length=100)
+            name = SlugName(max_length=100)
             try:
                 slug = name.run_validation(request.query_params.get("name", ""))
             except serializers.ValidationError as exc:

@@ -13,6 +13,7 @@ import json
 import re
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
@@ -265,3 +266,19 @@ def test_suite_upload_is_201_409_or_a_named_400(client: APIClient) -> None:
             assert out["question_count"] == len(body["questions"])
 
     check()
+
+
+@pytest.mark.parametrize("name", ["0 ", " s1", "s1\n"])
+def test_a_suite_name_with_spaces_around_it_is_refused_not_trimmed(client: APIClient,
+                                                                   name: str) -> None:
+    """Found by the property above: the slug field trimmed '0 ' to '0' and made a suite of
+    another name than the one asked for."""
+    body = {"name": name, "questions": [{"_id": "q", "question": "Who?", "answer": "Ann",
+                                         "context": [["T", ["A sentence."]]]}]}
+    response = client.post("/api/v1/benchmarks/suites", json.dumps(body),
+                           content_type="application/json")
+    out = assert_envelope(response, {400})
+    assert out["param"] == "name", out
+    jsonl = client.post(f"/api/v1/benchmarks/suites?name={quote(name)}", b'{"input": "x"}\n',
+                        content_type="application/jsonl")
+    assert jsonl.status_code == 400, jsonl.content
