@@ -222,7 +222,7 @@ def thread_turn_begin(
         }
         if workspace_root and workspace_root != thread.workspace_root:
             update["workspace_root"] = workspace_root
-        Thread.objects.filter(pk=thread.pk).update(**update)
+        rows_update(Thread, where={"id": thread.pk}, values=update)
         thread.message_count, thread.status, thread.updated_at = count, Thread.Status.ACTIVE, now
         _announce_turn_begin(agent=agent, client=client, thread=thread, rows=rows,
                              created=False)
