@@ -17,7 +17,11 @@ from typing import Any
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gaia_site.settings")
-django_asgi_app = get_asgi_application()
+get_asgi_application()  # django.setup(), as Django's entry point does
+
+from gaia_site.site_handler import SiteASGIHandler  # noqa: E402
+
+django_asgi_app = SiteASGIHandler()
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.conf import settings  # noqa: E402

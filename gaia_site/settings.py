@@ -131,7 +131,11 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # pytest process so two runs never collide.
     DATABASES["default"]["TEST"] = {"NAME": str(DATA_DIR / f"test-{os.getpid()}.sqlite3")}
 else:
-    DATABASES["default"].setdefault("CONN_MAX_AGE", 0)
+    # Kept by the threads that use them (the pages' and operator API's threads,
+    # gaia_site.site_handler; /v1's database threads, agents.database), checked before reuse.
+    DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("GAIA_DB_CONN_MAX_AGE",
+                                                            default=300))
+    DATABASES["default"].setdefault("CONN_HEALTH_CHECKS", True)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env.str("REDIS_URL", default="")
@@ -278,6 +282,8 @@ GAIA_REPLY_CHECKPOINT_CHARS = env.int("GAIA_REPLY_CHECKPOINT_CHARS", default=200
 GAIA_DEBUG_REQUESTS = env.bool("GAIA_API_DEBUG", default=False)
 GAIA_SHOW_PROMPTS = env.bool("GAIA_SHOW_PROMPTS", default=False)
 GAIA_DB_THREADS = env.int("GAIA_DB_THREADS", default=4)  # PostgreSQL; SQLite uses one
+# Threads for the pages', operator API's and admin's requests (gaia_site.site_handler).
+GAIA_SITE_THREADS = env.int("GAIA_SITE_THREADS", default=8)
 # Pin each server process to a core of its own (Linux; gaia_site/affinity.py).
 GAIA_PIN_CORES = env.bool("GAIA_PIN_CORES", default=False)
 GAIA_LOCAL_MODEL_PATH = env.str("GAIA_LOCAL_MODEL_PATH", default="")
