@@ -97,16 +97,15 @@ def reply_text(route: str, data: dict[str, Any]) -> str:
 SERVICES = ("postgres", "redis-server")
 
 
-def services_cpu() -> float:
-    """CPU seconds used so far by the machine's PostgreSQL and Redis processes (a turn's
-    database work happens there with PostgreSQL and inside the server with SQLite); 0.0 where
-    /proc is not there. Anything else using them on the machine counts too."""
+def _processes() -> list[tuple[int, str, int, float]]:
+    """Every process in /proc: (pid, command name, parent pid, CPU seconds used so far, user
+    + system); empty where /proc is not there."""
     tick = os.sysconf("SC_CLK_TCK")
-    total = 0
     try:
         entries = os.listdir("/proc")
     except OSError:
-        return 0.0
+        return []
+    out = []
     for entry in entries:
         if not entry.isdigit():
             continue
@@ -115,33 +114,24 @@ def services_cpu() -> float:
                 name, rest = f.read().split("(", 1)[1].rsplit(")", 1)
         except (OSError, ValueError):
             continue
-        if name in SERVICES:
-            fields = rest.split()
-            total += int(fields[11]) + int(fields[12])
-    return total / tick
+        # After the command: state, ppid, ..., utime (14th field), stime (15th).
+        fields = rest.split()
+        out.append((int(entry), name, int(fields[1]),
+                    (int(fields[11]) + int(fields[12])) / tick))
+    return out
+
+
+def services_cpu() -> float:
+    """CPU seconds used so far by the machine's PostgreSQL and Redis processes (a turn's
+    database work happens there with PostgreSQL and inside the server with SQLite); 0.0 where
+    /proc is not there. Anything else using them on the machine counts too."""
+    return sum(cpu for _, name, _, cpu in _processes() if name in SERVICES)
 
 
 def proc_tree_cpu(pid: int) -> float:
     """CPU seconds (user + system) used so far by ``pid`` and its children (uvicorn's
     workers), from /proc; 0.0 where /proc is not there."""
-    tick = os.sysconf("SC_CLK_TCK")
-    total = 0
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return 0.0
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        # After the command: state, ppid, ..., utime (14th field), stime (15th).
-        if int(entry) == pid or int(fields[1]) == pid:
-            total += int(fields[11]) + int(fields[12])
-    return total / tick
+    return sum(cpu for p, _, parent, cpu in _processes() if pid in (p, parent))
 
 
 _CHAT_TEXT = re.compile(rb'"content":"[^"]')
