@@ -48,6 +48,7 @@ def rows_cursor(connection: Any) -> Any:
     with connection.wrap_database_errors:
         return connection._prepare_cursor(ServerBindingCursor(connection.connection))
 
+
 # Field types stored as the Python value itself on every backend Gaia runs on.
 _PLAIN = frozenset({
     "CharField", "TextField", "SlugField", "IntegerField", "BigIntegerField",

@@ -20,7 +20,7 @@ from agents.models import Agent, ApiKey, Message, Thread
 from agents.rows import Add, rows_insert, rows_update
 from agents.selectors.history import FAILED_FINISHES  # noqa: F401 - services re-export it
 from agents.services.turn_statements import (
-    LeaseLost,
+    NotOneStatement,
     single_statements,
     thread_create_one,
     turn_finish_one,
@@ -111,8 +111,10 @@ def thread_turn_begin(
     token = uuid.uuid4().hex
     client = selectors.client_label(user=user, api_key=api_key)
     lease = {"lock_token": token, "lock_expires_at": now + timedelta(seconds=lease_seconds)}
+
     def create(parent: Thread | None) -> TurnStart:
-        # A new thread is born holding its lease and its messages: two writes in all.
+        # A new thread is born holding its lease and its messages: one statement on
+        # PostgreSQL, two inserts on SQLite.
         new = Thread(
             agent=agent,
             session_key=parent.session_key if (thread_id and parent) else session_key,
@@ -399,7 +401,7 @@ def thread_turn_finish(
                 thread_id=start.thread_id, lock_token=start.lock_token, update=update, row=row,
                 usage_of=usage_of, agent_id=start.agent_id, now=now,
                 ask_busy=busy_with is None)
-        except LeaseLost:
+        except NotOneStatement:
             pass
         else:
             _announce_turn_finish(start=start, result=result, row=row, now=now,
@@ -427,20 +429,15 @@ def thread_turn_finish(
 def _reply_row(reply: llm.Message, result: TurnResult, *, thread_id: Any, seq: int,
                dialect: str) -> Message:
     row = Message.from_llm(reply, thread_id=thread_id, seq=seq, dialect=dialect)
-    row.reasoning = result.reasoning
-    row.finish_reason = result.finish_reason
-    row.error = result.error
-    row.input_tokens = result.input_tokens
-    row.output_tokens = result.output_tokens
-    row.usage_estimated = result.usage_estimated
-    row.latency_ms = result.latency_ms
-    row.ttft_ms = result.ttft_ms
-    row.response_id = result.response_id
-    row.provider = result.provider
-    row.sender = result.sender
-    row.passages = result.passages
+    for name in _REPLY_FIELDS:  # the result's figures, under the same names on the row
+        setattr(row, name, getattr(result, name))
     row.note = result.note[:500]
     return row
+
+
+_REPLY_FIELDS = ("reasoning", "finish_reason", "error", "input_tokens", "output_tokens",
+                 "usage_estimated", "latency_ms", "ttft_ms", "response_id", "provider",
+                 "sender", "passages")
 
 
 def _announce_turn_finish(*, start: TurnStart, result: TurnResult, row: Message, now: Any,

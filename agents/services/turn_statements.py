@@ -42,8 +42,9 @@ def thread_create_one(thread: Thread, rows: Sequence[Message]) -> None:
     rows_inserted(rows, ids)
 
 
-class LeaseLost(Exception):
-    """The turn no longer holds its thread's lease: nothing was written."""
+class NotOneStatement(Exception):
+    """Nothing was written: the turn no longer holds its thread's lease, or its writes do not
+    fit one statement. The caller takes the transaction of several."""
 
 
 def turn_finish_one(*, thread_id: Any, lock_token: str, update: dict[str, Any], row: Message,
@@ -56,7 +57,7 @@ def turn_finish_one(*, thread_id: Any, lock_token: str, update: dict[str, Any], 
 
     The reply's ``seq`` is read from the thread's update, so when the lease was lost (the
     update matched no row) the reply has none, the statement fails on its NOT NULL and
-    nothing is written: raises :class:`LeaseLost`, and the caller takes the slow path."""
+    nothing is written: raises :class:`NotOneStatement`, and the caller takes the slow path."""
     u_sql, u_params = rows_update_sql(
         Thread, where={"id": thread_id, "lock_token": lock_token}, values=update)
     qn = connection.ops.quote_name
@@ -64,7 +65,7 @@ def turn_finish_one(*, thread_id: Any, lock_token: str, update: dict[str, Any], 
         [row], computed={"seq": f"(SELECT {qn('message_count')} - 1 FROM held)"})  # noqa: S608
     statements, _ = usage_statements(turns=[usage_of(row)])
     if len(statements) != 1:  # one shape of row per turn; anything else: the slow path
-        raise LeaseLost("usage in several statements")
+        raise NotOneStatement("usage in several statements")
     g_sql, g_params = statements[0]
     pk = Thread._meta.pk
     assert pk is not None
@@ -81,7 +82,7 @@ def turn_finish_one(*, thread_id: Any, lock_token: str, update: dict[str, Any], 
             cursor.execute(sql, params)
             new_id, *busy = cursor.fetchone()
     except IntegrityError as exc:
-        raise LeaseLost(str(exc)) from None
+        raise NotOneStatement(str(exc)) from None
     rows_inserted([row], [new_id])
     row.seq = update["message_count"] - 1
     return pk.to_python(busy[0]) if busy and busy[0] is not None else None
