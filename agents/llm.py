@@ -67,6 +67,11 @@ class Message:
     tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: str | None = None
     is_error: bool = False
+    # estimate_message_tokens's answer, once asked (-1: not yet). A continued thread's
+    # stored messages are the same objects turn after turn (selectors.thread_history keeps
+    # them), and every turn estimates the whole conversation: 1,000 messages' estimates
+    # were a tenth of such a turn's CPU (issue 27, py-spy under scripts/perf/data_scale.py).
+    _estimate: int = field(default=-1, init=False, repr=False, compare=False, hash=False)
 
     @property
     def text(self) -> str:
@@ -351,13 +356,15 @@ def estimate_tokens(text: str) -> int:
 
 
 def estimate_message_tokens(m: Message) -> int:
+    total = m._estimate
+    if total >= 0:
+        return total
     total = 4 + estimate_tokens(m.text)
     for c in m.tool_calls:
         total += estimate_tokens(c.name) + estimate_tokens(c.arguments)
-    parts = m.parts
-    if len(parts) == 1 and type(parts[0]) is TextPart:  # the usual message: every turn
-        return total  # estimates the whole conversation, so this skips a generator a message
-    return total + sum(85 for p in parts if isinstance(p, ImagePart))
+    total += sum(85 for p in m.parts if isinstance(p, ImagePart))
+    object.__setattr__(m, "_estimate", total)  # frozen: a memo, not a change of value
+    return total
 
 
 def estimate_request_tokens(request: LLMRequest) -> int:

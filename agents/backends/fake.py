@@ -77,21 +77,24 @@ class FakeBackend:
 
     def count_tokens(self, request: LLMRequest) -> tuple[int, bool]:
         # The same request is counted twice a turn: by Gaia (does it fit the agent's window?)
-        # and here as the provider counting its input. The second is the provider's work,
-        # which a real one does on its side: on a 1,000-message thread it was a sixth of the
-        # turn's CPU in this process (py-spy, data_scale.py). The last count is kept, for the
-        # same messages (compared item by item: the same objects, so by identity, in
-        # microseconds) and instructions.
+        # and here as the provider counting its input; and a continued thread's next turn
+        # resends the same conversation with a few messages more. Counting it all again was
+        # a fifth of a 1,000-message thread's turn in this process (py-spy, data_scale.py),
+        # work a real provider does on its side. The last count is kept: a request that
+        # starts with the same messages (compared item by item: mostly the same objects, so
+        # by identity, in microseconds) and instructions counts only the rest.
+        messages = request.messages
         held = self._counted
-        if (held is not None and held[1] == request.system
-                and len(held[0]) == len(request.messages) and held[0] == request.messages):
-            return held[2], False
-        words = token_count(request.system)
-        for m in request.messages:
+        if held is not None and held[1] == request.system and len(held[0]) <= len(messages) \
+                and held[0] == messages[:len(held[0])]:
+            words, rest = held[2], messages[len(held[0]):]
+        else:
+            words, rest = token_count(request.system), messages
+        for m in rest:
             words += token_count(m.text)
             for c in m.tool_calls:
                 words += token_count(c.arguments) + 1
-        self._counted = (request.messages, request.system, words)
+        self._counted = (list(messages), request.system, words)
         return words, False
 
     def _reply(self, request: LLMRequest) -> str:

@@ -17,6 +17,7 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import Any
 
 from agents import llm, selectors
@@ -153,9 +154,11 @@ async def request_fit(agent: Agent, backend: Any, request: llm.LLMRequest) -> Fi
     cuts = [0, *_turn_cuts(messages)] if trim else [0]  # where the kept messages may start
     # rough[i]: the estimate of the request keeping messages[i:] (each message counted once)
     fixed = llm.estimate_request_tokens(request.replace(messages=[]))
-    after = [0] * (len(messages) + 1)
-    for i in range(len(messages) - 1, -1, -1):
-        after[i] = after[i + 1] + llm.estimate_message_tokens(messages[i])
+    # After each message's first estimate it is kept on the message (llm.Message), and a
+    # continued thread's turn sums the same objects again: accumulate keeps that sum in C
+    # (the loop in Python was 0.47 ms of a 1,000-message thread's turn, issue 27).
+    after = list(accumulate(map(llm.estimate_message_tokens, reversed(messages)), initial=0))
+    after.reverse()
     first = next((k for k, cut in enumerate(cuts) if fixed + after[cut] <= bound),
                  len(cuts) - 1)
     rough = fixed + after[cuts[first]]
