@@ -34,6 +34,10 @@ class Thread(models.Model):
     )
     workspace_root = models.CharField(max_length=1000, blank=True)
     message_count = models.PositiveIntegerField(default=0)
+    # Bumped by a database trigger whenever messages of the thread are deleted (migration
+    # 0021): a process keeping the conversation in memory (agents.selectors.history) reads
+    # it afresh when this changed, rather than counting the thread's rows every turn.
+    messages_removed = models.PositiveIntegerField(default=0, editable=False)
     input_tokens = models.PositiveBigIntegerField(default=0)
     output_tokens = models.PositiveBigIntegerField(default=0)
     usage_estimated = models.BooleanField(

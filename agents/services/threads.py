@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import uuid
@@ -22,6 +23,7 @@ from agents.selectors.history import FAILED_FINISHES  # noqa: F401 - services re
 from agents.services.turn_statements import (
     NotOneStatement,
     single_statements,
+    thread_continue_one,
     thread_create_one,
     turn_finish_one,
 )
@@ -143,16 +145,32 @@ def thread_turn_begin(
             and not any(m.role == "assistant" for m in incoming)):
         return create(None)  # nothing to look up: the new thread's one statement is atomic
 
+    if thread_id and single_statements():
+        # A thread named by id whose lease is free: one statement takes the lease and stores
+        # the client's messages (a fork, a busy or abandoned lease: the transaction below).
+        found = _thread_of_key(thread_id, api_key)
+        if found.lock_expires_at is None and (found.history_digest in chain or not any(
+                m.role == "assistant" for m in incoming)):
+            stateful = found.history_digest not in chain
+            rows, update, new_chain = _continued(
+                found, incoming, chain, stateful=stateful, now=now, lease=lease,
+                workspace_root=workspace_root, dialect=dialect, sender=sender)
+            with contextlib.suppress(NotOneStatement):
+                if rows:
+                    thread_continue_one(thread_id=found.pk, digest=found.history_digest,
+                                        count=found.message_count, update=update, rows=rows)
+                    history = (selectors.thread_history(found.pk, before=found.message_count)
+                               + incoming) if stateful else incoming
+                    return _continue_start(agent=agent, client=client, thread=found,
+                                           rows=rows, update=update, history=history,
+                                           stateful=stateful, api_key=api_key)
+
     with transaction.atomic():
         thread: Thread | None = None
         forked = stateful = False
         matched = 0
         if thread_id:
-            try:
-                thread = Thread.objects.get(pk=uuid.UUID(str(thread_id)), api_key=api_key)
-            except (ValueError, Thread.DoesNotExist):
-                raise NotFound(f"No thread {thread_id!r} for this API key.",
-                               param="thread_id", code="thread_not_found") from None
+            thread = _thread_of_key(thread_id, api_key)
             if thread.history_digest in chain:
                 matched = chain.index(thread.history_digest)
             elif not any(m.role == "assistant" for m in incoming):
@@ -200,37 +218,65 @@ def thread_turn_begin(
             # A derived session (no client session id) that is busy is a different person
             # who happened to start the same way: give them their own thread, don't queue.
             return create(None)
-        if stateful:
-            stored = selectors.thread_history(thread.pk)
-            new_messages = incoming
-            history = stored + incoming
-            new_chain = digest_chain(incoming, start=thread.history_digest)
-        else:
-            # Client-held history: it is authoritative for what the backend sees.
-            new_messages = incoming[matched:]
-            history = incoming
-            new_chain = chain[matched:]
-        rows = rows_insert([
-            _said_by(Message.from_llm(m, thread_id=thread.pk, seq=thread.message_count + i,
-                                      dialect=dialect), sender)
-            for i, m in enumerate(new_messages)
-        ])
-        count = thread.message_count + len(new_messages)
-        update: dict[str, Any] = {
-            "message_count": count,
-            "history_digest": new_chain[-1],
-            "status": Thread.Status.ACTIVE,
-            "updated_at": now,
-        }
-        if workspace_root and workspace_root != thread.workspace_root:
-            update["workspace_root"] = workspace_root
+        # Client-held history is authoritative for what the backend sees.
+        history = selectors.thread_history(thread.pk) + incoming if stateful else incoming
+        rows, update, new_chain = _continued(
+            thread, incoming, chain, stateful=stateful, matched=matched, now=now, lease=None,
+            workspace_root=workspace_root, dialect=dialect, sender=sender)
+        rows_insert(rows)
         rows_update(Thread, where={"id": thread.pk}, values=update)
-        thread.message_count, thread.status, thread.updated_at = count, Thread.Status.ACTIVE, now
-        _announce_turn_begin(agent=agent, client=client, thread=thread, rows=rows,
-                             created=False)
-    return TurnStart(thread.pk, token, history, new_chain[-1], count, client,
-                     message_ids=tuple(r.pk for r in rows), agent_id=agent.pk,
-                     agent_slug=agent.slug, found="stateful" if stateful else "continued",
+        return _continue_start(agent=agent, client=client, thread=thread, rows=rows,
+                               update={**update, **lease}, history=history,
+                               stateful=stateful, api_key=api_key)
+
+
+def _thread_of_key(thread_id: Any, api_key: ApiKey | None) -> Thread:
+    try:
+        return Thread.objects.get(pk=uuid.UUID(str(thread_id)), api_key=api_key)
+    except (ValueError, Thread.DoesNotExist):
+        raise NotFound(f"No thread {thread_id!r} for this API key.",
+                       param="thread_id", code="thread_not_found") from None
+
+
+def _continued(thread: Thread, incoming: list[llm.Message], chain: list[str], *,
+               stateful: bool, now: Any, lease: dict[str, Any] | None,
+               workspace_root: str | None, dialect: str, sender: str, matched: int = -1
+               ) -> tuple[list[Message], dict[str, Any], list[str]]:
+    """The rows of the client's new messages continuing ``thread``, the thread's update
+    that goes with them (with the ``lease`` taken, if given) and the digests of the new
+    messages. Stateful: ``incoming`` is all new; else it is the whole conversation, of which
+    the first ``matched`` (default: as many as the thread stores) are stored."""
+    if stateful:
+        new_messages, new_chain = incoming, digest_chain(incoming, start=thread.history_digest)
+    else:
+        matched = chain.index(thread.history_digest) if matched < 0 else matched
+        new_messages, new_chain = incoming[matched:], chain[matched:]
+    rows = [_said_by(Message.from_llm(m, thread_id=thread.pk, seq=thread.message_count + i,
+                                      dialect=dialect), sender)
+            for i, m in enumerate(new_messages)]
+    update: dict[str, Any] = {
+        "message_count": thread.message_count + len(new_messages),
+        "history_digest": new_chain[-1],
+        "status": Thread.Status.ACTIVE,
+        "updated_at": now,
+        **(lease or {}),
+    }
+    if workspace_root and workspace_root != thread.workspace_root:
+        update["workspace_root"] = workspace_root
+    return rows, update, new_chain
+
+
+def _continue_start(*, agent: Agent, client: str, thread: Thread, rows: list[Message],
+                    update: dict[str, Any], history: list[llm.Message], stateful: bool,
+                    api_key: ApiKey | None) -> TurnStart:
+    """The turn's start once its messages continuing ``thread`` are stored by ``update``."""
+    thread.message_count, thread.status, thread.updated_at = (
+        update["message_count"], Thread.Status.ACTIVE, update["updated_at"])
+    _announce_turn_begin(agent=agent, client=client, thread=thread, rows=rows, created=False)
+    return TurnStart(thread.pk, update["lock_token"], history, update["history_digest"],
+                     update["message_count"], client, message_ids=tuple(r.pk for r in rows),
+                     agent_id=agent.pk, agent_slug=agent.slug,
+                     found="stateful" if stateful else "continued",
                      key_id=api_key.pk if api_key else 0)
 
 

@@ -47,6 +47,34 @@ class NotOneStatement(Exception):
     fit one statement. The caller takes the transaction of several."""
 
 
+def thread_continue_one(*, thread_id: Any, digest: str, count: int, update: dict[str, Any],
+                        rows: Sequence[Message]) -> None:
+    """Take the lease of the thread ``thread_id`` (free: no lease, not an expired one) whose
+    stored conversation is still ``digest`` with ``count`` messages, apply ``update`` to it
+    and insert the client's ``rows`` after them, in one statement (primary keys set on the
+    rows). The rows' thread is read from the update, so when the thread is busy or moved on
+    the update matches nothing, the insert fails on its NOT NULL and nothing is written:
+    raises :class:`NotOneStatement` (the caller takes the transaction, which tells a busy
+    thread from an abandoned one). Before: BEGIN, SELECT, the lease's UPDATE, INSERT, the
+    count's UPDATE, COMMIT."""
+    qn = connection.ops.quote_name
+    u_sql, u_params = rows_update_sql(
+        Thread, where={"id": thread_id, "history_digest": digest, "message_count": count},
+        values=update)
+    m_sql, m_params = rows_insert_sql(
+        rows, computed={"thread_id": f"(SELECT {qn('id')} FROM held)"})  # noqa: S608
+    sql = (f"WITH held AS ({u_sql} AND {qn('lock_expires_at')} IS NULL "
+           f"RETURNING {qn('id')}) {m_sql}")
+    try:
+        with (transaction.atomic() if connection.in_atomic_block else nullcontext()), \
+                rows_cursor(connection) as cursor:
+            cursor.execute(sql, u_params + m_params)
+            ids = [r[0] for r in cursor.fetchall()]
+    except IntegrityError as exc:
+        raise NotOneStatement(str(exc)) from None
+    rows_inserted(rows, ids)
+
+
 def turn_finish_one(*, thread_id: Any, lock_token: str, update: dict[str, Any], row: Message,
                     usage_of: Callable[[Message], UsageTurn], agent_id: int, now: Any,
                     ask_busy: bool = True) -> Any:

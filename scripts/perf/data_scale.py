@@ -129,7 +129,7 @@ def _build(threads: int, messages: int) -> dict[str, Any]:
         "status": f"CASE WHEN i < 2 THEN 'completed' ELSE {statuses} END",
         "title": "'Thread ' || i || ' on the ' || " + word.replace("s)", "0)"),
         "forked_from_id": "NULL", "workspace_root": "''", "message_count": count_sql,
-        "input_tokens": "0", "output_tokens": "0",
+        "messages_removed": "0", "input_tokens": "0", "output_tokens": "0",
         "usage_estimated": "false" if pg else "0",
         "history_digest": "'scale-' || i", "lock_token": "''", "lock_expires_at": "NULL",
         "last_error": "''", "partial_reply": "''", "route": "NULL",

@@ -87,3 +87,54 @@ def test_a_turn_that_lost_its_lease_appends_after_the_newer_turn(make_agent):
     # Counted once in the usage roll-up, whichever way the reply was stored.
     assert UsageBucket.objects.filter(span=60, shape=0).get().requests == 2
 
+
+
+def continue_by_id(agent, thread_id, text):
+    """A turn that names its thread and sends only its new message (stateful)."""
+    return services.thread_turn_begin(
+        agent=agent, api_key=None, session_key="by-id", thread_id=str(thread_id), user="u",
+        incoming=[llm.Message(role="user", parts=(llm.TextPart(text),))],
+        workspace_root=None, dialect="chat", lease_seconds=60)
+
+
+def test_a_thread_continued_by_id_is_one_write_and_reads_what_came_before(make_agent):
+    agent = make_agent(slug="onward")
+    first = begin(agent, "one", session="k")
+    finish(first, "reply one")
+    with CaptureQueriesContext(connection) as began:
+        start = continue_by_id(agent, first.thread_id, "two")
+    if connection.vendor == "postgresql":  # the lease, the message and the count at once
+        assert len(writes(began)) == 1, writes(began)
+        assert "WITH held AS" in writes(began)[0]
+    assert start is not None and start.found == "stateful"
+    # What the backend gets: the stored conversation, then the new message once.
+    assert [m.text for m in start.history] == ["one", "reply one", "two"]
+    assert (start.next_seq, start.base_digest) == (3, Thread.objects.get(
+        pk=first.thread_id).history_digest)
+    # Its lease is held: a second turn on the thread waits, and nothing of it is stored.
+    assert continue_by_id(agent, first.thread_id, "meanwhile") is None
+    finish(start, "reply two")
+    again = continue_by_id(agent, first.thread_id, "three")
+    assert [m.text for m in again.history] == ["one", "reply one", "two", "reply two", "three"]
+    thread = Thread.objects.get(pk=first.thread_id)
+    assert thread.lock_token == again.lock_token and thread.message_count == 5
+    assert list(thread.messages.order_by("seq").values_list("content", flat=True)) == [
+        "one", "reply one", "two", "reply two", "three"]
+
+
+def test_a_thread_whose_turn_was_abandoned_is_continued_after_its_record(make_agent):
+    agent = make_agent(slug="after-crash")
+    first = begin(agent, "one", session="k")
+    finish(first, "reply one")
+    crashed = continue_by_id(agent, first.thread_id, "two")
+    # The process running that turn died: its lease expired without the turn finishing.
+    Thread.objects.filter(pk=crashed.thread_id).update(
+        lock_expires_at=timezone.now() - timedelta(seconds=1))
+    start = continue_by_id(agent, first.thread_id, "three")
+    assert start is not None and start.lock_token != crashed.lock_token
+    thread = Thread.objects.get(pk=first.thread_id)
+    assert list(thread.messages.order_by("seq").values_list("role", "content")) == [
+        ("user", "one"), ("assistant", "reply one"), ("user", "two"),
+        ("assistant", ""), ("user", "three")]
+    assert thread.messages.get(seq=3).finish_reason == "interrupted"
+    assert [m.text for m in start.history] == ["one", "reply one", "two", "three"]

@@ -1,0 +1,59 @@
+"""``Thread.messages_removed``, bumped by a trigger whenever messages of a thread are deleted
+(issue 27): a process keeping a conversation in memory (agents.selectors.history) checked
+that none of its rows went away by counting them on every turn, and on PostgreSQL that count
+read every message of the thread (14 ms a turn on a 12,000-message thread). Now it reads one
+number off the thread.
+
+Online on PostgreSQL: the column comes with a constant default (no table rewrite, PostgreSQL
+11 and later), and the trigger is statement-level (one UPDATE per thread per DELETE, however
+many rows it deletes). SQLite: a row trigger.
+"""
+
+from django.db import migrations, models
+
+PG = [
+    """CREATE FUNCTION agents_message_removed() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        UPDATE agents_thread SET messages_removed = messages_removed + 1
+            WHERE id IN (SELECT DISTINCT thread_id FROM old_rows);
+        RETURN NULL;
+    END $$""",
+    "CREATE TRIGGER agents_message_removed AFTER DELETE ON agents_message "
+    "REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT "
+    "EXECUTE FUNCTION agents_message_removed()",
+]
+PG_DROP = [
+    "DROP TRIGGER IF EXISTS agents_message_removed ON agents_message",
+    "DROP FUNCTION IF EXISTS agents_message_removed()",
+]
+SQLITE = [
+    "CREATE TRIGGER agents_message_removed AFTER DELETE ON agents_message BEGIN "
+    "UPDATE agents_thread SET messages_removed = messages_removed + 1 "
+    "WHERE id = old.thread_id; END",
+]
+SQLITE_DROP = ["DROP TRIGGER IF EXISTS agents_message_removed"]
+
+
+def _run(statements):
+    def run(apps, schema_editor):
+        for sql in statements.get(schema_editor.connection.vendor, []):
+            schema_editor.execute(sql, params=None)
+    return run
+
+
+class Migration(migrations.Migration):
+
+    dependencies = [
+        ('agents', '0020_thread_title_search'),
+    ]
+
+    operations = [
+        migrations.AddField(
+            model_name='thread',
+            name='messages_removed',
+            field=models.PositiveIntegerField(default=0, editable=False),
+        ),
+        migrations.RunPython(_run({"postgresql": PG, "sqlite": SQLITE}),
+                             _run({"postgresql": PG_DROP, "sqlite": SQLITE_DROP}),
+                             elidable=False),
+    ]
