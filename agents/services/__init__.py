@@ -48,6 +48,7 @@ from agents.services.control import (
     organism_reload,
     thread_kill,
 )
+from agents.services.digests import EMPTY_DIGEST, digest_chain, session_key_fallback
 from agents.services.inner import InnerMessage, inner_messages_store
 from agents.services.knowledge import (
     BATCH,
@@ -57,6 +58,7 @@ from agents.services.knowledge import (
     knowledge_document_index,
     knowledge_document_index_schedule,
 )
+from agents.services.leases import INTERRUPTED_ERROR, thread_leases_renew, thread_leases_sweep
 from agents.services.memory import (
     MAX_FACT_CHARS,
     memory_delete,
@@ -68,15 +70,9 @@ from agents.services.providers import (
 )
 from agents.services.replies import thread_reply_checkpoint
 from agents.services.threads import (
-    EMPTY_DIGEST,
     FAILED_FINISHES,
-    INTERRUPTED_ERROR,
     TurnResult,
     TurnStart,
-    digest_chain,
-    session_key_fallback,
-    thread_leases_renew,
-    thread_leases_sweep,
     thread_turn_begin,
     thread_turn_finish,
 )

@@ -1,7 +1,7 @@
 """A streaming reply's checkpoints: its text so far, kept on its thread while its turn holds
 the thread's lease (:mod:`agents.turns.checkpoint` decides when), so that a turn whose server
 process died is recorded with what its client had already read
-(``threads._thread_record_abandoned``)."""
+(``leases.thread_record_abandoned``)."""
 
 from __future__ import annotations
 

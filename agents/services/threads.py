@@ -1,18 +1,15 @@
-"""Writes of threads: resolving a conversation, the turn's lease, recording its messages
+"""Writes of threads: resolving a conversation, taking the turn's lease, recording its messages
 (the client's, the reply, a team's inner work) and what the feed hears of them."""
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
 import uuid
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from agents import events, llm, realtime, selectors
@@ -20,6 +17,8 @@ from agents.exceptions import NotFound
 from agents.models import Agent, ApiKey, Message, Thread
 from agents.rows import Add, rows_insert, rows_update
 from agents.selectors.history import FAILED_FINISHES  # noqa: F401 - services re-export it
+from agents.services.digests import digest_chain
+from agents.services.leases import lease_free, thread_record_abandoned
 from agents.services.turn_statements import (
     NotOneStatement,
     single_statements,
@@ -28,27 +27,6 @@ from agents.services.turn_statements import (
     turn_finish_one,
 )
 from agents.services.usage import UsageTurn, usage_error_kind, usage_record
-
-INTERRUPTED_ERROR = ("The turn was interrupted: the server process running it stopped before "
-                     "the reply was complete.")
-EMPTY_DIGEST = hashlib.sha256(b"gaia-thread").hexdigest()
-
-
-def digest_chain(messages: list[llm.Message], start: str = EMPTY_DIGEST) -> list[str]:
-    """``[d0, d1, ..., dn]``: ``d_i`` identifies the first ``i`` messages."""
-    out = [start]
-    for m in messages:
-        blob = json.dumps(m.fingerprint(), separators=(",", ":"), ensure_ascii=False)
-        # surrogatepass: a lone surrogate (a model's tool arguments can hold one) hashes too
-        out.append(hashlib.sha256((out[-1] + blob).encode("utf-8", "surrogatepass"))
-                   .hexdigest())
-    return out
-
-
-def session_key_fallback(*, model: str, user: str | None, messages: list[llm.Message]) -> str:
-    first = next((m.text for m in messages if m.role == "user"), "")
-    blob = json.dumps([model, user or "anonymous", first], ensure_ascii=False)
-    return "hash:" + hashlib.sha256(blob.encode()).hexdigest()
 
 
 @dataclass
@@ -206,11 +184,11 @@ def thread_turn_begin(
         if thread is None or forked:
             return create(thread)
         got = Thread.objects.filter(
-            _lease_free(now), pk=thread.pk, history_digest=thread.history_digest
+            lease_free(now), pk=thread.pk, history_digest=thread.history_digest
         ).update(**lease)
         if got and thread.lock_expires_at is not None and thread.lock_expires_at < now:
             # The lease had expired without its turn finishing: the process running it died.
-            thread.message_count = _thread_record_abandoned(thread=thread, agent=agent,
+            thread.message_count = thread_record_abandoned(thread=thread, agent=agent,
                                                             now=now)
         if not got:
             if exclusive or stateful:
@@ -295,70 +273,6 @@ def _announce_turn_begin(*, agent: Agent, client: str, thread: Thread, rows: lis
                                         state="processing", current_thread=thread.pk))
     for e in announced:
         realtime.send_event_on_commit(e)
-
-
-def _lease_free(now: Any) -> Q:
-    return Q(lock_expires_at__isnull=True) | Q(lock_expires_at__lt=now)
-
-
-def _thread_record_abandoned(*, thread: Thread, agent: Agent, now: Any) -> int:
-    """Record that the turn which held ``thread``'s (now expired) lease never finished: an
-    assistant message with finish reason ``interrupted`` holding the reply's text as far as
-    its last checkpoint, and the thread's ``last_error``; the feed hears of it. Call inside
-    the transaction that takes the lease. Returns the thread's new message count."""
-    seq = thread.message_count
-    key_id, text = Thread.objects.filter(pk=thread.pk).values_list(
-        "api_key_id", "partial_reply").get()  # the reply as far as its last checkpoint
-    row = Message.objects.create(
-        thread_id=thread.pk, seq=seq, role=Message.Role.ASSISTANT, content=text,
-        finish_reason="interrupted", error=INTERRUPTED_ERROR, dialect="",
-    )
-    update: dict[str, Any] = {"message_count": seq + 1, "status": Thread.Status.ERROR,
-                              "last_error": INTERRUPTED_ERROR, "updated_at": now}
-    if text:  # replayable, as thread_turn_finish stores a partial reply
-        thread.history_digest = update["history_digest"] = digest_chain(
-            [row.to_llm()], start=thread.history_digest)[-1]
-    Thread.objects.filter(pk=thread.pk).update(partial_reply="", **update)
-    usage_record(turn=UsageTurn(
-        at=row.created_at, agent_id=agent.pk, key_id=key_id or 0, model=agent.model_name,
-        error_kind="interrupted", input_tokens=0, output_tokens=0, ttft_ms=None,
-        latency_ms=None))
-    for e in (
-        events.message(row, agent=agent.slug, client="gaia"),
-        events.thread_updated(thread_id=thread.pk, agent=agent.slug, status=Thread.Status.ERROR,
-                              message_count=seq + 1, at=now, error=INTERRUPTED_ERROR),
-        events.error(thread_id=thread.pk, agent=agent.slug, error=INTERRUPTED_ERROR),
-    ):
-        realtime.send_event_on_commit(e)
-    return seq + 1
-
-
-def thread_leases_renew(*, tokens: list[str], lease_seconds: float) -> int:
-    """Extend the leases ``tokens`` (the turns running in one process) by ``lease_seconds``
-    from now: one write for all of them. Returns how many were still held."""
-    if not tokens:
-        return 0
-    until = timezone.now() + timedelta(seconds=lease_seconds)
-    return Thread.objects.filter(lock_token__in=tokens).update(lock_expires_at=until)
-
-
-def thread_leases_sweep() -> int:
-    """Record every turn whose lease expired without it finishing (its process died) as
-    interrupted and release the lease. Run once at server start, after a lease's length.
-    Returns how many were found."""
-    now = timezone.now()
-    found = 0
-    stale = Thread.objects.filter(lock_expires_at__lt=now).select_related("agent")
-    for thread in stale.only("pk", "message_count", "lock_expires_at", "agent", "agent__slug"):
-        with transaction.atomic():
-            if Thread.objects.filter(pk=thread.pk, lock_expires_at__lt=now).update(
-                    lock_token="", lock_expires_at=None):
-                fresh = Thread.objects.only("message_count", "history_digest").get(pk=thread.pk)
-                thread.message_count = fresh.message_count
-                thread.history_digest = fresh.history_digest
-                _thread_record_abandoned(thread=thread, agent=thread.agent, now=now)
-                found += 1
-    return found
 
 
 @dataclass

@@ -106,7 +106,8 @@ def test_a_thread_continued_by_id_is_one_write_and_reads_what_came_before(make_a
     if connection.vendor == "postgresql":  # the lease, the message and the count at once
         assert len(writes(began)) == 1, writes(began)
         assert "WITH held AS" in writes(began)[0]
-    assert start is not None and start.found == "stateful"
+    assert start is not None
+    assert start.found == "stateful"
     # What the backend gets: the stored conversation, then the new message once.
     assert [m.text for m in start.history] == ["one", "reply one", "two"]
     assert (start.next_seq, start.base_digest) == (3, Thread.objects.get(
@@ -117,7 +118,8 @@ def test_a_thread_continued_by_id_is_one_write_and_reads_what_came_before(make_a
     again = continue_by_id(agent, first.thread_id, "three")
     assert [m.text for m in again.history] == ["one", "reply one", "two", "reply two", "three"]
     thread = Thread.objects.get(pk=first.thread_id)
-    assert thread.lock_token == again.lock_token and thread.message_count == 5
+    assert thread.lock_token == again.lock_token
+    assert thread.message_count == 5
     assert list(thread.messages.order_by("seq").values_list("content", flat=True)) == [
         "one", "reply one", "two", "reply two", "three"]
 
@@ -131,7 +133,8 @@ def test_a_thread_whose_turn_was_abandoned_is_continued_after_its_record(make_ag
     Thread.objects.filter(pk=crashed.thread_id).update(
         lock_expires_at=timezone.now() - timedelta(seconds=1))
     start = continue_by_id(agent, first.thread_id, "three")
-    assert start is not None and start.lock_token != crashed.lock_token
+    assert start is not None
+    assert start.lock_token != crashed.lock_token
     thread = Thread.objects.get(pk=first.thread_id)
     assert list(thread.messages.order_by("seq").values_list("role", "content")) == [
         ("user", "one"), ("assistant", "reply one"), ("user", "two"),

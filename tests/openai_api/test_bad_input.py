@@ -267,7 +267,7 @@ def test_a_models_odd_tool_arguments_are_stored_not_a_500() -> None:
     """What a provider's model says cannot be refused: arguments nested 50,000 deep or with
     a lone surrogate still hash (thread reconciliation) and canonicalise."""
     from agents import llm
-    from agents.services.threads import digest_chain
+    from agents.services import digest_chain
 
     for arguments in (DEEP_ARGS, '{"a": "\\ud800"}', "not json"):
         message = llm.Message("assistant", (), (llm.ToolCall("c", "f", arguments),))

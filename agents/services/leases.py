@@ -1,0 +1,84 @@
+"""A turn's lease on its thread: taking one that expired records the turn that held it as
+interrupted (its process died); the running turns renew theirs; a sweep at server start
+records those left behind."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from agents import events, realtime
+from agents.models import Agent, Message, Thread
+from agents.services.digests import digest_chain
+from agents.services.usage import UsageTurn, usage_record
+
+INTERRUPTED_ERROR = ("The turn was interrupted: the server process running it stopped before "
+                     "the reply was complete.")
+
+
+def lease_free(now: Any) -> Q:
+    return Q(lock_expires_at__isnull=True) | Q(lock_expires_at__lt=now)
+
+
+def thread_record_abandoned(*, thread: Thread, agent: Agent, now: Any) -> int:
+    """Record that the turn which held ``thread``'s (now expired) lease never finished: an
+    assistant message with finish reason ``interrupted`` holding the reply's text as far as
+    its last checkpoint, and the thread's ``last_error``; the feed hears of it. Call inside
+    the transaction that takes the lease. Returns the thread's new message count."""
+    seq = thread.message_count
+    key_id, text = Thread.objects.filter(pk=thread.pk).values_list(
+        "api_key_id", "partial_reply").get()  # the reply as far as its last checkpoint
+    row = Message.objects.create(
+        thread_id=thread.pk, seq=seq, role=Message.Role.ASSISTANT, content=text,
+        finish_reason="interrupted", error=INTERRUPTED_ERROR, dialect="",
+    )
+    update: dict[str, Any] = {"message_count": seq + 1, "status": Thread.Status.ERROR,
+                              "last_error": INTERRUPTED_ERROR, "updated_at": now}
+    if text:  # replayable, as thread_turn_finish stores a partial reply
+        thread.history_digest = update["history_digest"] = digest_chain(
+            [row.to_llm()], start=thread.history_digest)[-1]
+    Thread.objects.filter(pk=thread.pk).update(partial_reply="", **update)
+    usage_record(turn=UsageTurn(
+        at=row.created_at, agent_id=agent.pk, key_id=key_id or 0, model=agent.model_name,
+        error_kind="interrupted", input_tokens=0, output_tokens=0, ttft_ms=None,
+        latency_ms=None))
+    for e in (
+        events.message(row, agent=agent.slug, client="gaia"),
+        events.thread_updated(thread_id=thread.pk, agent=agent.slug, status=Thread.Status.ERROR,
+                              message_count=seq + 1, at=now, error=INTERRUPTED_ERROR),
+        events.error(thread_id=thread.pk, agent=agent.slug, error=INTERRUPTED_ERROR),
+    ):
+        realtime.send_event_on_commit(e)
+    return seq + 1
+
+
+def thread_leases_renew(*, tokens: list[str], lease_seconds: float) -> int:
+    """Extend the leases ``tokens`` (the turns running in one process) by ``lease_seconds``
+    from now: one write for all of them. Returns how many were still held."""
+    if not tokens:
+        return 0
+    until = timezone.now() + timedelta(seconds=lease_seconds)
+    return Thread.objects.filter(lock_token__in=tokens).update(lock_expires_at=until)
+
+
+def thread_leases_sweep() -> int:
+    """Record every turn whose lease expired without it finishing (its process died) as
+    interrupted and release the lease. Run once at server start, after a lease's length.
+    Returns how many were found."""
+    now = timezone.now()
+    found = 0
+    stale = Thread.objects.filter(lock_expires_at__lt=now).select_related("agent")
+    for thread in stale.only("pk", "message_count", "lock_expires_at", "agent", "agent__slug"):
+        with transaction.atomic():
+            if Thread.objects.filter(pk=thread.pk, lock_expires_at__lt=now).update(
+                    lock_token="", lock_expires_at=None):
+                fresh = Thread.objects.only("message_count", "history_digest").get(pk=thread.pk)
+                thread.message_count = fresh.message_count
+                thread.history_digest = fresh.history_digest
+                thread_record_abandoned(thread=thread, agent=thread.agent, now=now)
+                found += 1
+    return found
