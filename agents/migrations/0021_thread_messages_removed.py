@@ -4,12 +4,19 @@ that none of its rows went away by counting them on every turn, and on PostgreSQ
 read every message of the thread (14 ms a turn on a 12,000-message thread). Now it reads one
 number off the thread.
 
-Online on PostgreSQL: the column comes with a constant default (no table rewrite, PostgreSQL
-11 and later), and the trigger is statement-level (one UPDATE per thread per DELETE, however
-many rows it deletes). SQLite: a row trigger.
+The column is added with ``ALTER TABLE ... ADD COLUMN ... DEFAULT 0`` on both databases, and
+the default stays in the database: Django's own AddField drops it afterwards, which SQLite
+cannot do in place, so on SQLite it copies the whole table, and a copy loses the table's
+triggers (migration 0020's title index stopped following renames). On PostgreSQL 11 and
+later a constant default rewrites nothing: online. The trigger is statement-level there (one
+UPDATE per thread per DELETE, however many rows it deletes); SQLite: a row trigger.
 """
 
 from django.db import migrations, models
+
+ADD_COLUMN = ("ALTER TABLE agents_thread ADD COLUMN messages_removed integer NOT NULL "
+              "DEFAULT 0 CHECK (messages_removed >= 0)")
+DROP_COLUMN = "ALTER TABLE agents_thread DROP COLUMN messages_removed"
 
 PG = [
     """CREATE FUNCTION agents_message_removed() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -48,10 +55,13 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        migrations.AddField(
-            model_name='thread',
-            name='messages_removed',
-            field=models.PositiveIntegerField(default=0, editable=False),
+        migrations.SeparateDatabaseAndState(
+            state_operations=[migrations.AddField(
+                model_name='thread',
+                name='messages_removed',
+                field=models.PositiveIntegerField(default=0, editable=False),
+            )],
+            database_operations=[migrations.RunSQL(ADD_COLUMN, DROP_COLUMN, elidable=False)],
         ),
         migrations.RunPython(_run({"postgresql": PG, "sqlite": SQLITE}),
                              _run({"postgresql": PG_DROP, "sqlite": SQLITE_DROP}),

@@ -8,12 +8,12 @@ import uuid
 from typing import Any
 
 from django.db import connections
-from django.db.models import BooleanField, Prefetch, Q, QuerySet, Sum
+from django.db.models import Prefetch, Q, QuerySet, Subquery, Sum
 from django.db.models.expressions import RawSQL
 
 from agents import llm
 from agents.exceptions import NotFound
-from agents.models import ApiKey, Message, Thread
+from agents.models import Agent, ApiKey, Message, Thread
 from agents.ordering import Ordering
 
 THREAD_ORDERING = Ordering(
@@ -232,17 +232,9 @@ def message_list(*, thread_id: Any = None, agent: str | None = None, since: Any 
         rows = Message.objects.prefetch_related(
             Prefetch("thread", Thread.objects.select_related("agent", "api_key")))
     if agent:
-        threads = Thread.objects.filter(agent__slug=agent).values("pk")
-        if thread_id is None and connections[Message.objects.db].vendor == "sqlite":
-            # ``+thread_id``: SQLite then reads the newest messages off ``message_recent``
-            # and keeps the agent's, where it otherwise started from the agent's threads
-            # and sorted all their messages (77 ms at a million, issue 27).
-            sql, params = threads.query.sql_with_params()
-            rows = rows.filter(RawSQL(  # noqa: S611 - the ORM's own SQL, values as parameters
-                f'+"agents_message"."thread_id" IN ({sql})', params,
-                output_field=BooleanField()))
-        else:
-            rows = rows.filter(thread_id__in=threads)
+        # The agent's own messages, newest first: one seek of ``message_agent_recent``
+        # (migration 0022), the agent's id read in the same statement.
+        rows = rows.filter(agent_id=Subquery(Agent.objects.filter(slug=agent).values("pk")))
     if since is not None:
         rows = rows.filter(created_at__gte=since)
     if role:

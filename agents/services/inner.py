@@ -50,7 +50,8 @@ def inner_messages_store(*, start: TurnStart, messages: list[InnerMessage],
     rows = []
     for m in messages:
         rows.append(Message(
-            thread_id=start.thread_id, seq=start.next_seq + len(rows), role=m.role,
+            thread_id=start.thread_id, agent_id=start.agent_id or None,
+            seq=start.next_seq + len(rows), role=m.role,
             content=m.content, reasoning=m.reasoning, finish_reason=m.finish_reason,
             input_tokens=m.input_tokens, output_tokens=m.output_tokens,
             usage_estimated=m.usage_estimated, latency_ms=m.latency_ms, ttft_ms=m.ttft_ms,

@@ -33,7 +33,7 @@ def thread_record_abandoned(*, thread: Thread, agent: Agent, now: Any) -> int:
     key_id, text = Thread.objects.filter(pk=thread.pk).values_list(
         "api_key_id", "partial_reply").get()  # the reply as far as its last checkpoint
     row = Message.objects.create(
-        thread_id=thread.pk, seq=seq, role=Message.Role.ASSISTANT, content=text,
+        thread_id=thread.pk, agent_id=agent.pk, seq=seq, role=Message.Role.ASSISTANT, content=text,
         finish_reason="interrupted", error=INTERRUPTED_ERROR, dialect="",
     )
     update: dict[str, Any] = {"message_count": seq + 1, "status": Thread.Status.ERROR,

@@ -105,7 +105,8 @@ def thread_turn_begin(
             message_count=len(incoming), run_id=run_id,
             parent_message_id=parent_message_id, **lease,
         )
-        rows = [_said_by(Message.from_llm(m, thread_id=new.pk, seq=i, dialect=dialect), sender)
+        rows = [_said_by(Message.from_llm(m, thread_id=new.pk, seq=i, dialect=dialect,
+                                          agent_id=agent.pk), sender)
                 for i, m in enumerate(incoming)]
         if rows and single_statements():
             thread_create_one(new, rows)  # one round trip (outside a transaction: atomic)
@@ -230,6 +231,7 @@ def _continued(thread: Thread, incoming: list[llm.Message], chain: list[str], *,
         matched = chain.index(thread.history_digest) if matched < 0 else matched
         new_messages, new_chain = incoming[matched:], chain[matched:]
     rows = [_said_by(Message.from_llm(m, thread_id=thread.pk, seq=thread.message_count + i,
+                                      agent_id=thread.agent_id,
                                       dialect=dialect), sender)
             for i, m in enumerate(new_messages)]
     update: dict[str, Any] = {
@@ -346,7 +348,8 @@ def thread_turn_finish(
     update["message_count"] = seq + 1
     if replayable:
         update["history_digest"] = digest_chain([reply], start=start.base_digest)[-1]
-    row = _reply_row(reply, result, thread_id=start.thread_id, seq=seq, dialect=dialect)
+    row = _reply_row(reply, result, thread_id=start.thread_id, seq=seq, dialect=dialect,
+                     agent_id=start.agent_id or None)
 
     def usage_of(row: Message) -> UsageTurn:
         return UsageTurn(
@@ -387,8 +390,9 @@ def thread_turn_finish(
 
 
 def _reply_row(reply: llm.Message, result: TurnResult, *, thread_id: Any, seq: int,
-               dialect: str) -> Message:
-    row = Message.from_llm(reply, thread_id=thread_id, seq=seq, dialect=dialect)
+               dialect: str, agent_id: int | None) -> Message:
+    row = Message.from_llm(reply, thread_id=thread_id, seq=seq, dialect=dialect,
+                           agent_id=agent_id)
     for name in _REPLY_FIELDS:  # the result's figures, under the same names on the row
         setattr(row, name, getattr(result, name))
     row.note = result.note[:500]

@@ -152,7 +152,7 @@ def _build(threads: int, messages: int) -> dict[str, Any]:
             f"({', '.join(qn(c) for c in columns)}) "
             f"SELECT {', '.join(thread_cols[c] for c in columns)} FROM {series}")
         msg_cols = {
-            "thread_id": uuid_sql, "seq": "s",
+            "thread_id": uuid_sql, "agent_id": agent_sql, "seq": "s",
             "role": "CASE WHEN s % 2 = 0 THEN 'user' ELSE 'assistant' END",
             "content": (f"CASE WHEN (i * 31 + s) % 1000 = 7 THEN 'found the {NEEDLE} at last' "
                         "ELSE 'Message ' || s || ' of thread ' || i || ' about the ' || "

@@ -260,3 +260,33 @@ def test_an_agents_messages_are_its_newest_first(ops, echo_agent, make_agent, ma
             break
         body = ops.get(body["next"]).json()
     assert got == expected
+
+
+def test_every_message_carries_its_threads_agent_and_the_agents_list_seeks_it(
+        ops, echo_agent, make_agent, make_thread):
+    """``Message.agent`` (migration 0022): set by the turn's own writes, else by the database
+    from the thread (a row stored by other code); the agent's list reads its index."""
+    other = make_agent(slug="other")
+    mine = make_thread(echo_agent, "one", reply="r1")
+    theirs = make_thread(other, "two", reply="r2")
+    # Stored by other code, naming no agent: the database fills it in from the thread.
+    Message.objects.create(thread_id=theirs, seq=2, role="user", content="by hand")
+    Message.objects.bulk_create([Message(thread_id=mine, seq=2, role="user", content="bulk")])
+    assert not Message.objects.filter(agent__isnull=True).exists()
+    for row in Message.objects.select_related("thread"):
+        assert row.agent_id == row.thread.agent_id
+    listed = ops.get(f"{API}/messages", {"agent": "other"}).json()["results"]
+    assert [m["payload"]["content"] for m in listed] == ["by hand", "r2", "two"]
+    assert ops.get(f"{API}/messages", {"agent": "nobody"}).json()["results"] == []
+    sql, params = selectors.message_list(agent="echo")[:50].query.sql_with_params()
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute("SET LOCAL enable_seqscan = off")  # a tiny table: no shortcut
+            cursor.execute("EXPLAIN " + sql, params)
+            plan = "\n".join(row[0] for row in cursor.fetchall())
+        else:
+            cursor.execute("EXPLAIN QUERY PLAN " + sql, params)
+            plan = "\n".join(str(row[-1]) for row in cursor.fetchall())
+    assert "message_agent_recent" in plan, plan
+    assert "Sort" not in plan, plan  # read in order
+    assert "TEMP B-TREE" not in plan, plan
