@@ -35,6 +35,7 @@ from agents.models.memory import (
     Memory,
 )
 from agents.models.threads import (
+    AgentMessageTally,
     Approval,
     Message,
     MessageTally,
@@ -60,6 +61,7 @@ __all__ = [
     "Memory",
     "Message",
     "MessageTally",
+    "AgentMessageTally",
     "Provider",
     "RoutingPolicy",
     "SECRET_MASK",

@@ -225,6 +225,26 @@ class MessageTally(models.Model):
         return f"shard {self.shard}: {self.n}"
 
 
+class AgentMessageTally(models.Model):
+    """How many messages each agent's threads hold, in up to ``MessageTally.SHARDS`` rows an
+    agent, kept by the same kind of triggers (migration 0023): summing the agent's threads'
+    ``message_count`` read every thread of the agent (8.7 ms for 12,500 on PostgreSQL, and
+    growing, issue 27). An agent deleted leaves rows that sum to zero."""
+
+    agent = models.ForeignKey(Agent, on_delete=models.DO_NOTHING, db_constraint=False,
+                              db_index=False, related_name="+")
+    shard = models.PositiveSmallIntegerField()
+    n = models.BigIntegerField(default=0)
+
+    class Meta:
+        verbose_name = "agent message tally"
+        constraints = [models.UniqueConstraint(fields=["agent", "shard"],
+                                               name="agent_message_tally_unique")]
+
+    def __str__(self) -> str:
+        return f"agent {self.agent_id} shard {self.shard}: {self.n}"
+
+
 class Approval(models.Model):
     """A tool call that waits for an operator's decision (an MCP server's or the agent's
     ``require_approval``), or, for a Responses client's own MCP tool, for the client's

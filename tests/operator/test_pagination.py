@@ -244,6 +244,16 @@ def test_message_counts_read_without_counting_are_the_counts(ops, echo_agent, ma
     assert count(agent="echo") == Message.objects.filter(thread__agent=echo_agent).count() == 3
     assert count(agent="other") == 2
     assert count(agent="echo", role="user") == 2
+    # Kept by triggers (migration 0023): rows stored or deleted by any code, a whole thread.
+    one = Message.objects.filter(thread__agent=other).first()
+    Message.objects.create(thread_id=one.thread_id, seq=9, role="user", content="by hand")
+    assert count(agent="other") == 3
+    Message.objects.filter(pk=one.pk).delete()
+    assert count(agent="other") == 2
+    Thread.objects.filter(agent=echo_agent).first().delete()
+    assert count(agent="echo") == Message.objects.filter(thread__agent=echo_agent).count()
+    assert count(agent="nobody") == 0
+    assert count() == Message.objects.count()
 
 
 def test_an_agents_messages_are_its_newest_first(ops, echo_agent, make_agent, make_thread):
