@@ -302,7 +302,7 @@ def test_every_message_carries_its_threads_agent_and_the_agents_list_seeks_it(
     assert "TEMP B-TREE" not in plan, plan
 
 
-def test_sqlite_text_indexes_merge_at_eight_segments():
+def test_sqlite_text_indexes_merge_at_eight_segments(db):
     """Migration 0024: FTS5 merges a level at 8 segments, not 4 (a turn's share of merging
     at a million messages was most of its extra CPU over an empty database)."""
     if connection.vendor != "sqlite":
