@@ -301,13 +301,3 @@ def test_every_message_carries_its_threads_agent_and_the_agents_list_seeks_it(
     assert "Sort" not in plan, plan  # read in order
     assert "TEMP B-TREE" not in plan, plan
 
-
-def test_sqlite_text_indexes_merge_at_eight_segments(db):
-    """Migration 0024: FTS5 merges a level at 8 segments, not 4 (a turn's share of merging
-    at a million messages was most of its extra CPU over an empty database)."""
-    if connection.vendor != "sqlite":
-        pytest.skip("SQLite's FTS5 setting; PostgreSQL's trigram indexes have none")
-    with connection.cursor() as cursor:
-        for table in ("agents_message_fts", "agents_thread_title_fts"):
-            cursor.execute(f"SELECT v FROM {table}_config WHERE k = 'automerge'")  # noqa: S608
-            assert cursor.fetchone() == (8,)
