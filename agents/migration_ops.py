@@ -36,3 +36,15 @@ class AddIndexOnline(AddIndexConcurrently):
 
     def describe(self) -> str:
         return f"{super().describe()} (concurrently on PostgreSQL)"
+
+
+def vendor_sql(statements: dict[str, list[str]]) -> Any:
+    """A ``RunPython`` function that runs the SQL of ``statements`` given for the
+    connection's vendor (``"postgresql"``, ``"sqlite"``), in order, without parameters
+    (so ``%`` is SQL's modulo): triggers and functions, each database's own kind."""
+
+    def run(apps: Any, schema_editor: Any) -> None:
+        for sql in statements.get(schema_editor.connection.vendor, []):
+            schema_editor.execute(sql, params=None)
+
+    return run

@@ -14,6 +14,8 @@ UPDATE per thread per DELETE, however many rows it deletes); SQLite: a row trigg
 
 from django.db import migrations, models
 
+from agents.migration_ops import vendor_sql
+
 ADD_COLUMN = ("ALTER TABLE agents_thread ADD COLUMN messages_removed integer NOT NULL "
               "DEFAULT 0 CHECK (messages_removed >= 0)")
 DROP_COLUMN = "ALTER TABLE agents_thread DROP COLUMN messages_removed"
@@ -41,12 +43,6 @@ SQLITE = [
 SQLITE_DROP = ["DROP TRIGGER IF EXISTS agents_message_removed"]
 
 
-def _run(statements):
-    def run(apps, schema_editor):
-        for sql in statements.get(schema_editor.connection.vendor, []):
-            schema_editor.execute(sql, params=None)
-    return run
-
 
 class Migration(migrations.Migration):
 
@@ -63,7 +59,7 @@ class Migration(migrations.Migration):
             )],
             database_operations=[migrations.RunSQL(ADD_COLUMN, DROP_COLUMN, elidable=False)],
         ),
-        migrations.RunPython(_run({"postgresql": PG, "sqlite": SQLITE}),
-                             _run({"postgresql": PG_DROP, "sqlite": SQLITE_DROP}),
+        migrations.RunPython(vendor_sql({"postgresql": PG, "sqlite": SQLITE}),
+                             vendor_sql({"postgresql": PG_DROP, "sqlite": SQLITE_DROP}),
                              elidable=False),
     ]

@@ -16,7 +16,7 @@ SQLite does the same steps (one writer: the batches only bound each transaction)
 
 from django.db import migrations, models, transaction
 
-import agents.migration_ops
+from agents.migration_ops import AddIndexOnline, vendor_sql
 
 BATCH = 20_000
 
@@ -50,12 +50,6 @@ FILL = {
 }
 
 
-def _run(statements):
-    def run(apps, schema_editor):
-        for sql in statements.get(schema_editor.connection.vendor, []):
-            schema_editor.execute(sql, params=None)
-    return run
-
 
 def fill(apps, schema_editor):
     connection = schema_editor.connection
@@ -83,11 +77,11 @@ class Migration(migrations.Migration):
             name='agent',
             field=models.ForeignKey(blank=True, db_constraint=False, db_index=False, editable=False, null=True, on_delete=models.deletion.DO_NOTHING, related_name='+', to='agents.agent'),
         ),
-        migrations.RunPython(_run({"postgresql": PG, "sqlite": SQLITE}),
-                             _run({"postgresql": PG_DROP, "sqlite": SQLITE_DROP}),
+        migrations.RunPython(vendor_sql({"postgresql": PG, "sqlite": SQLITE}),
+                             vendor_sql({"postgresql": PG_DROP, "sqlite": SQLITE_DROP}),
                              elidable=False),
         migrations.RunPython(fill, migrations.RunPython.noop, elidable=False),
-        agents.migration_ops.AddIndexOnline(
+        AddIndexOnline(
             model_name='message',
             index=models.Index(fields=['agent', '-created_at', '-id'],
                                name='message_agent_recent'),

@@ -13,6 +13,8 @@ counted twice.
 import django.db.models.deletion
 from django.db import migrations, models
 
+from agents.migration_ops import vendor_sql
+
 SHARDS = 64  # MessageTally.SHARDS
 TALLY = "agents_agentmessagetally"
 UPSERT = "ON CONFLICT (agent_id, shard) DO UPDATE SET n = agents_agentmessagetally.n + EXCLUDED.n"
@@ -77,12 +79,6 @@ SQLITE_DROP = [
 ]
 
 
-def _run(statements):
-    def run(apps, schema_editor):
-        for sql in statements.get(schema_editor.connection.vendor, []):
-            schema_editor.execute(sql, params=None)  # no placeholders: % is modulo
-    return run
-
 
 class Migration(migrations.Migration):
 
@@ -104,7 +100,7 @@ class Migration(migrations.Migration):
                 'constraints': [models.UniqueConstraint(fields=('agent', 'shard'), name='agent_message_tally_unique')],
             },
         ),
-        migrations.RunPython(_run({"postgresql": PG, "sqlite": SQLITE}),
-                             _run({"postgresql": PG_DROP, "sqlite": SQLITE_DROP}),
+        migrations.RunPython(vendor_sql({"postgresql": PG, "sqlite": SQLITE}),
+                             vendor_sql({"postgresql": PG_DROP, "sqlite": SQLITE_DROP}),
                              elidable=False),
     ]
