@@ -124,6 +124,7 @@ def thread_turn_begin(
             and not any(m.role == "assistant" for m in incoming)):
         return create(None)  # nothing to look up: the new thread's one statement is atomic
 
+    found: Thread | None = None
     if thread_id and single_statements():
         # A thread named by id whose lease is free: one statement takes the lease and stores
         # the client's messages (a fork, a busy or abandoned lease: the transaction below).
@@ -131,7 +132,7 @@ def thread_turn_begin(
         if found.lock_expires_at is None and (found.history_digest in chain or not any(
                 m.role == "assistant" for m in incoming)):
             stateful = found.history_digest not in chain
-            rows, update, new_chain = _continued(
+            rows, update = _continued(
                 found, incoming, chain, stateful=stateful, now=now, lease=lease,
                 workspace_root=workspace_root, dialect=dialect, sender=sender)
             with contextlib.suppress(NotOneStatement):
@@ -149,7 +150,8 @@ def thread_turn_begin(
         forked = stateful = False
         matched = 0
         if thread_id:
-            thread = _thread_of_key(thread_id, api_key)
+            # (read once: the one-statement path's read when it did not apply)
+            thread = found or _thread_of_key(thread_id, api_key)
             if thread.history_digest in chain:
                 matched = chain.index(thread.history_digest)
             elif not any(m.role == "assistant" for m in incoming):
@@ -199,7 +201,7 @@ def thread_turn_begin(
             return create(None)
         # Client-held history is authoritative for what the backend sees.
         history = selectors.thread_history(thread.pk) + incoming if stateful else incoming
-        rows, update, new_chain = _continued(
+        rows, update = _continued(
             thread, incoming, chain, stateful=stateful, matched=matched, now=now, lease=None,
             workspace_root=workspace_root, dialect=dialect, sender=sender)
         rows_insert(rows)
@@ -220,11 +222,12 @@ def _thread_of_key(thread_id: Any, api_key: ApiKey | None) -> Thread:
 def _continued(thread: Thread, incoming: list[llm.Message], chain: list[str], *,
                stateful: bool, now: Any, lease: dict[str, Any] | None,
                workspace_root: str | None, dialect: str, sender: str, matched: int = -1
-               ) -> tuple[list[Message], dict[str, Any], list[str]]:
-    """The rows of the client's new messages continuing ``thread``, the thread's update
-    that goes with them (with the ``lease`` taken, if given) and the digests of the new
-    messages. Stateful: ``incoming`` is all new; else it is the whole conversation, of which
-    the first ``matched`` (default: as many as the thread stores) are stored."""
+               ) -> tuple[list[Message], dict[str, Any]]:
+    """The rows of the client's new messages continuing ``thread`` and the thread's update
+    that goes with them (with the ``lease`` taken, if given; its ``history_digest`` the new
+    messages' last digest). Stateful: ``incoming`` is all new; else it is the whole
+    conversation, of which the first ``matched`` (default: as many as the thread stores)
+    are stored."""
     if stateful:
         new_messages, new_chain = incoming, digest_chain(incoming, start=thread.history_digest)
     else:
@@ -243,7 +246,7 @@ def _continued(thread: Thread, incoming: list[llm.Message], chain: list[str], *,
     }
     if workspace_root and workspace_root != thread.workspace_root:
         update["workspace_root"] = workspace_root
-    return rows, update, new_chain
+    return rows, update
 
 
 def _continue_start(*, agent: Agent, client: str, thread: Thread, rows: list[Message],
