@@ -55,12 +55,23 @@ def rows_after(keys: list[tuple[str, bool]], values: list[Any]) -> Q:
     return q
 
 
-def seek_slice(rows: Any, start: int, stop: int) -> list[Any]:
+def seek_slice(rows: Any, start: int, stop: int, count: int | None = None) -> list[Any]:
     """``list(rows[start:stop])``, with a deep ``start`` read narrow: the page's primary keys
-    first (no joins, no wide columns), then its rows by key, in the list's order."""
+    first (no joins, no wide columns), then its rows by key, in the list's order.
+
+    Given the list's ``count``, a page past the middle is read from the other end (the list
+    in reverse, skipping ``count - stop`` rows), where the list's order tells every row apart
+    (:func:`order_keys`): the last of 100,000 threads' pages then skips no rows instead of
+    99,950 (on PostgreSQL the page list's last page took 35-40 ms against 23-26 for its
+    first, issue 27)."""
     if not isinstance(rows, QuerySet) or start < SEEK_FROM or stop <= start:
         return list(rows[start:stop])
-    pks = list(rows.values_list("pk", flat=True)[start:stop])
+    if count is not None and start > count // 2 and order_keys(rows) is not None:
+        skip = max(0, count - stop)
+        pks = list(rows.reverse().values_list("pk", flat=True)[skip:count - start])
+        pks.reverse()
+    else:
+        pks = list(rows.values_list("pk", flat=True)[start:stop])
     if not pks:
         return []
     by_pk = {row.pk: row for row in rows.order_by().filter(pk__in=pks)}
@@ -76,4 +87,5 @@ class SeekPaginator(Paginator):
         top = bottom + self.per_page
         if top + self.orphans >= self.count:
             top = self.count
-        return self._get_page(seek_slice(self.object_list, bottom, top), number, self)
+        return self._get_page(seek_slice(self.object_list, bottom, top, self.count),
+                              number, self)

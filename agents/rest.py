@@ -149,7 +149,8 @@ class Pagination(LimitOffsetPagination):
             self.count = self.get_count(queryset)
             self.offset = self.get_offset(request)
             self.rows = ([] if self.count == 0 or self.offset > self.count else
-                         seek_slice(queryset, self.offset, self.offset + self.limit))
+                         seek_slice(queryset, self.offset, self.offset + self.limit,
+                                    self.count))
             return self.rows
         self.cursor_page = True
         self.limit = self.get_limit(request)

@@ -201,7 +201,9 @@ def test_the_admin_thread_list_walks_an_index(admin_client, echo_agent, make_thr
 def test_deep_offset_pages_are_the_pages_an_offset_reads(ops, staff, echo_agent, make_agent,
                                                          make_thread, monkeypatch):
     """Past ``SEEK_FROM`` a page reads its ids first, then its rows: the same rows, in the
-    same order, on the API and the thread list page (here from offset 2)."""
+    same order, on the API and the thread list page (here from offset 2); past the middle
+    of the list it reads them from the other end (offsets 5-9 here, the page list's third
+    page, a tie on ``updated_at`` among them)."""
     from agents import paging
 
     other = make_agent(slug="other")
@@ -217,8 +219,16 @@ def test_deep_offset_pages_are_the_pages_an_offset_reads(ops, staff, echo_agent,
         body = ops.get(f"{API}/threads", {"limit": 3, "offset": offset}).json()
         assert [t["id"] for t in body["results"]] == expected[offset:offset + 3]
         assert body["count"] == 9
-    body = ops.get(f"{API}/threads", {"limit": 2, "offset": 3, "agent": "echo"}).json()
-    assert [t["id"] for t in body["results"]] == mine[3:5]
+    for offset in range(0, 7):
+        body = ops.get(f"{API}/threads", {"limit": 2, "offset": offset, "agent": "echo"}).json()
+        assert [t["id"] for t in body["results"]] == mine[offset:offset + 2]
+    oldest = [t["id"] for t in ops.get(f"{API}/threads", {"limit": 50, "sort": "last_activity"}
+                                       ).json()["results"]]  # from offset 0: read directly
+    assert sorted(oldest) == sorted(expected)
+    for offset in (2, 6, 8):
+        body = ops.get(f"{API}/threads", {"limit": 3, "offset": offset,
+                                          "sort": "last_activity"}).json()
+        assert [t["id"] for t in body["results"]] == oldest[offset:offset + 3], body
     import agents.views as views
 
     monkeypatch.setattr(views, "THREADS_PER_PAGE", 4)
