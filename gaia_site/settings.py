@@ -119,23 +119,28 @@ DATABASES = {
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # WAL lets the server read while another process (a worker, a test) writes; IMMEDIATE
-    # transactions take the write lock up front instead of failing mid-transaction.
+    # transactions take the write lock up front instead of failing mid-transaction. A kept
+    # connection's page cache holds up to 64 MiB (SQLite's default is 2 MiB): at 100,000
+    # threads a search's id lookups took 3.6 ms a query with 2 MiB and 0.9-1.4 ms with 64
+    # (issue 27); it fills only as pages are read, so a small database costs what it is.
     DATABASES["default"].setdefault("OPTIONS", {}).update(
         {
             "timeout": 30,
             "transaction_mode": "IMMEDIATE",
-            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            "init_command": ("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; "
+                             "PRAGMA cache_size=-65536;"),
         }
     )
     # A file (not :memory:) so the live server process of the tests shares it; one per
     # pytest process so two runs never collide.
     DATABASES["default"]["TEST"] = {"NAME": str(DATA_DIR / f"test-{os.getpid()}.sqlite3")}
-else:
-    # Kept by the threads that use them (the pages' and operator API's threads,
-    # gaia_site.site_handler; /v1's database threads, agents.database), checked before reuse.
-    DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("GAIA_DB_CONN_MAX_AGE",
-                                                            default=300))
-    DATABASES["default"].setdefault("CONN_HEALTH_CHECKS", True)
+# Kept by the threads that use them (the pages' and operator API's threads,
+# gaia_site.site_handler; /v1's database threads, agents.database), checked before reuse. On
+# SQLite too: a connection opened per request starts with an empty page cache, and at 100,000
+# threads the operator API's thread search took 34 ms in the server against 20 ms on a kept
+# connection (issue 27).
+DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("GAIA_DB_CONN_MAX_AGE", default=300))
+DATABASES["default"].setdefault("CONN_HEALTH_CHECKS", True)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env.str("REDIS_URL", default="")
@@ -289,8 +294,14 @@ GAIA_REPLY_CHECKPOINT_CHARS = env.int("GAIA_REPLY_CHECKPOINT_CHARS", default=200
 GAIA_DEBUG_REQUESTS = env.bool("GAIA_API_DEBUG", default=False)
 GAIA_SHOW_PROMPTS = env.bool("GAIA_SHOW_PROMPTS", default=False)
 GAIA_DB_THREADS = env.int("GAIA_DB_THREADS", default=4)  # PostgreSQL; SQLite uses one
-# Threads for the pages', operator API's and admin's requests (gaia_site.site_handler).
-GAIA_SITE_THREADS = env.int("GAIA_SITE_THREADS", default=8)
+# Threads for the pages', operator API's and admin's requests (gaia_site.site_handler). More
+# threads than the process can keep busy only pass the GIL around: at 100,000 threads, c=8
+# against c=1 on SQLite kept 0.73-0.95x the requests/s with 8 threads, 0.89-1.0x with 4 and
+# 0.95-1.14x with 2 (server CPU a request +30 %, +15 %, +5 %); PostgreSQL's round trips leave
+# a thread waiting, and 4 kept 0.95-1.76x there (issue 27: the data_scale.py databases).
+GAIA_SITE_THREADS = env.int(
+    "GAIA_SITE_THREADS",
+    default=2 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3" else 4)
 # Pin each server process to a core of its own (Linux; gaia_site/affinity.py).
 GAIA_PIN_CORES = env.bool("GAIA_PIN_CORES", default=False)
 GAIA_LOCAL_MODEL_PATH = env.str("GAIA_LOCAL_MODEL_PATH", default="")
