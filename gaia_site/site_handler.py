@@ -12,7 +12,7 @@ at a time, as asgiref's contract says.
 
 A request takes a free thread; when every thread is taken it waits its turn (first come,
 first served) for the first one freed, not behind one particular request: a request that
-waits on the network (a provider's connection test, an operator's injected turn) holds up
+waits on the network (a provider's connection test, up to the provider's timeout) holds up
 no one while another thread is free.
 """
 
