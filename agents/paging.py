@@ -79,7 +79,13 @@ def seek_slice(rows: Any, start: int, stop: int, count: int | None = None) -> li
 
 
 class SeekPaginator(Paginator):
-    """Django's paginator, reading a deep page through :func:`seek_slice`."""
+    """Django's paginator, reading a deep page through :func:`seek_slice`; given ``count``
+    (the list's size, where it is known without counting), it does not count."""
+
+    def __init__(self, *args: Any, count: int | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if count is not None:
+            self.__dict__["count"] = count  # Paginator.count is a cached_property
 
     def page(self, number: Any) -> Any:
         number = self.validate_number(number)

@@ -147,8 +147,9 @@ def thread_list(request: HttpRequest) -> HttpResponse:
     form = ThreadFilterForm(request.GET or None)
     filters = form.selector_filters()
     sort = page_sort(request, selectors.THREAD_ORDERING)
-    page = SeekPaginator(selectors.thread_list(**filters, sort=sort),
-                     THREADS_PER_PAGE).get_page(request.GET.get("page"))
+    page = SeekPaginator(selectors.thread_list(**filters, sort=sort), THREADS_PER_PAGE,
+                         count=selectors.thread_list_count(**filters)
+                         ).get_page(request.GET.get("page"))
     query = request.GET.copy()
     query.pop("page", None)
     # a benchmark run's own threads make no suite (they are replays, not conversations)

@@ -241,10 +241,11 @@ class ThreadListApi(OperatorApi):
                    responses=_paginated(ThreadOutput, "PaginatedThreads"))
     def get(self, request: Request) -> Response:
         f = self.filters(self.FilterSerializer)
-        rows = selectors.thread_list(status=f.get("status"), agent=f.get("agent"),
-                                     since=f.get("since"), until=f.get("until"), q=f.get("q"),
-                                     run=f.get("run"), sort=f.get("sort"))
-        return self.paginated(rows, selectors.thread_public_row, self.OutputSerializer)
+        filters = {k: f.get(k) for k in ("status", "agent", "since", "until", "q", "run",
+                                         "sort")}
+        return self.paginated(selectors.thread_list(**filters), selectors.thread_public_row,
+                              self.OutputSerializer,
+                              count=selectors.thread_list_count(**filters))
 
 
 class ThreadDetailApi(OperatorApi):

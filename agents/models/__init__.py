@@ -40,6 +40,7 @@ from agents.models.threads import (
     Message,
     MessageTally,
     Thread,
+    ThreadTally,
 )
 from agents.models.usage import (
     UsageBucket,
@@ -62,6 +63,7 @@ __all__ = [
     "Message",
     "MessageTally",
     "AgentMessageTally",
+    "ThreadTally",
     "Provider",
     "RoutingPolicy",
     "SECRET_MASK",

@@ -85,10 +85,12 @@ from agents.selectors.threads import (
     thread_get,
     thread_list,
     thread_list_active,
+    thread_list_count,
     thread_matches,
     thread_messages_page,
     thread_public,
     thread_public_row,
+    thread_total,
 )
 from agents.selectors.usage import (
     usage_filters_resolve,
@@ -164,7 +166,9 @@ __all__ = [
     "thread_get",
     "thread_list",
     "thread_list_active",
+    "thread_list_count",
     "thread_public",
     "thread_public_row",
+    "thread_total",
     "turn_waiting",
 ]

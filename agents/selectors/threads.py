@@ -14,7 +14,7 @@ from django.db.models.expressions import Expression, RawSQL
 
 from agents import llm
 from agents.exceptions import NotFound
-from agents.models import Agent, AgentMessageTally, ApiKey, Message, Thread
+from agents.models import Agent, AgentMessageTally, ApiKey, Message, Thread, ThreadTally
 from agents.ordering import Ordering
 
 THREAD_ORDERING = Ordering(
@@ -154,6 +154,24 @@ def thread_list(*, status: str | None = None, agent: str | None = None, since: A
     if q:
         threads = threads.filter(thread_matching(q))
     return threads
+
+
+def thread_list_count(*, status: str | None = None, agent: str | None = None,
+                      since: Any = None, until: Any = None, q: str | None = None,
+                      run: int | None = None, sort: str | None = None) -> int | None:
+    """How many threads :func:`thread_list` with these filters lists, where the tally knows
+    it without counting (no filter: every thread outside benchmark runs), else ``None``
+    (count the list). What the thread list's API and page both ask."""
+    if any(v is not None and v != "" for v in (status, agent, since, until, q, run)):
+        return None
+    return thread_total(runs=False)
+
+
+def thread_total(*, runs: bool = True) -> int:
+    """How many threads are stored (with ``runs=False``, those outside benchmark runs), kept
+    by triggers (ThreadTally, migration 0024): a few small rows, not 100,000 counted."""
+    total = ThreadTally.objects.aggregate(n=Sum("n"), runs=Sum("runs"))
+    return (total["n"] or 0) - (0 if runs else total["runs"] or 0)
 
 
 # The shortest text SQLite's trigram index can find (shorter ones are looked for by a scan).

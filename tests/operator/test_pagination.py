@@ -266,6 +266,57 @@ def test_message_counts_read_without_counting_are_the_counts(ops, echo_agent, ma
     assert count() == Message.objects.count()
 
 
+def test_thread_counts_read_without_counting_are_the_counts(ops, staff, admin_client,
+                                                              echo_agent, make_agent,
+                                                              make_thread):
+    """The whole thread list (its API, its page, the admin's) is counted by the tally's
+    triggers (migration 0024), which follow threads stored, deleted and moved in or out of
+    a benchmark run by any code; a filtered list is counted."""
+    from django.test.utils import CaptureQueriesContext
+
+    other = make_agent(slug="other")
+
+    def counts():
+        api = ops.get(f"{API}/threads", {"limit": 1}).json()["count"]
+        page = staff.get("/threads/").context["page_obj"].paginator.count
+        admin = admin_client.get("/admin/agents/thread/").context["cl"].result_count
+        return api, page, admin
+
+    def expected():
+        outside = Thread.objects.filter(run_id=None).count()
+        return outside, outside, Thread.objects.count()
+
+    assert counts() == expected() == (0, 0, 0)
+    for i in range(4):
+        make_thread(echo_agent if i % 2 else other, f"t {i}")
+    Thread.objects.create(agent=echo_agent, session_key="by hand", run_id=7)
+    assert counts() == expected() == (4, 4, 5)
+    Thread.objects.filter(title="t 0").update(run_id=8)  # into a run, by an UPDATE
+    assert counts() == expected() == (3, 3, 5)
+    moved = Thread.objects.get(run_id=7)
+    moved.run_id = None  # out of it, by a save
+    moved.save()
+    assert counts() == expected() == (4, 4, 5)
+    moved.run_id = 9
+    moved.save(update_fields=["run_id"])
+    Thread.objects.filter(title="t 0").update(run_id=10)  # from a run to another: no change
+    assert counts() == expected() == (3, 3, 5)
+    other.delete()  # its threads go with it
+    assert counts() == expected() == (2, 2, 3)
+    # A filter is counted: its threads, not the tally's.
+    assert ops.get(f"{API}/threads", {"agent": "echo", "limit": 1}).json()["count"] == 2
+    assert ops.get(f"{API}/threads", {"status": "error"}).json()["count"] == 0
+    assert ops.get(f"{API}/threads", {"run": 9}).json()["count"] == 1
+    assert admin_client.get("/admin/agents/thread/", {"q": "t 1"}).context["cl"].result_count == 1
+    with CaptureQueriesContext(connection) as queries:
+        assert ops.get(f"{API}/threads").status_code == 200
+        assert staff.get("/threads/").status_code == 200
+        assert admin_client.get("/admin/agents/thread/", {"p": 1}).status_code == 200
+    counted = [q["sql"] for q in queries.captured_queries
+               if "COUNT(" in q["sql"].upper() and 'FROM "agents_thread"' in q["sql"]]
+    assert counted == []
+
+
 def test_an_agents_messages_are_its_newest_first(ops, echo_agent, make_agent, make_thread):
     other = make_agent(slug="other")
     for i in range(6):
