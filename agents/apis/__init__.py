@@ -241,9 +241,9 @@ class ThreadListApi(OperatorApi):
                    responses=_paginated(ThreadOutput, "PaginatedThreads"))
     def get(self, request: Request) -> Response:
         f = self.filters(self.FilterSerializer)
-        filters = {k: f.get(k) for k in ("status", "agent", "since", "until", "q", "run",
-                                         "sort")}
-        return self.paginated(selectors.thread_list(**filters), selectors.thread_public_row,
+        filters = {k: f.get(k) for k in ("status", "agent", "since", "until", "q", "run")}
+        return self.paginated(selectors.thread_list(**filters, sort=f.get("sort")),
+                              selectors.thread_public_row,
                               self.OutputSerializer,
                               count=selectors.thread_list_count(**filters))
 

@@ -158,7 +158,7 @@ def thread_list(*, status: str | None = None, agent: str | None = None, since: A
 
 def thread_list_count(*, status: str | None = None, agent: str | None = None,
                       since: Any = None, until: Any = None, q: str | None = None,
-                      run: int | None = None, sort: str | None = None) -> int | None:
+                      run: int | None = None) -> int | None:
     """How many threads :func:`thread_list` with these filters lists, where the tally knows
     it without counting (no filter: every thread outside benchmark runs), else ``None``
     (count the list). What the thread list's API and page both ask."""
