@@ -17,9 +17,8 @@ from django.utils.html import format_html
 from django.utils.translation import gettext as _
 
 from agents import selectors, services, turns
-from agents.documents import document_kind
+from agents.http.paging import SeekPaginator
 from agents.models import (
-    SECRET_MASK,
     Agent,
     AgentFallback,
     ApiKey,
@@ -35,7 +34,8 @@ from agents.models import (
     TeamMember,
     Thread,
 )
-from agents.paging import SeekPaginator
+from agents.selectors.urls import UrlRefused, url_parsed
+from agents.services.documents import document_kind
 
 
 class ProviderForm(forms.ModelForm):
@@ -132,7 +132,8 @@ class AgentAdmin(admin.ModelAdmin):
                                   "knowledge_bases"]}),
         ("Tools and memory", {"fields": ["tools", "memory", "max_steps", "tool_budget_seconds",
                                          "max_turn_seconds", "require_approval",
-                                         "approval_timeout_seconds"]}),
+                                         "approval_timeout_seconds", "hosted_tools",
+                                         "provides"]}),
         ("Generation", {"fields": ["temperature", "top_p", "max_input_tokens",
                                    "max_output_tokens", "context_overflow"]}),
         ("As clients see it", {"fields": ["models_preview", "created_at", "updated_at"]}),
@@ -276,12 +277,20 @@ class RoutingPolicyAdmin(admin.ModelAdmin):
 class ApiKeyForm(forms.ModelForm):
     class Meta:
         model = ApiKey
-        fields = ["name", "owner", "scopes", "agents", "expires_at", "requests_per_minute"]
+        fields = ["name", "owner", "scopes", "agents", "expires_at", "requests_per_minute",
+                  "users_across_keys", "hosted_tools"]
 
     scopes = forms.MultipleChoiceField(
         choices=ApiKey.Scope.choices, initial=[ApiKey.Scope.CHAT],
         widget=forms.CheckboxSelectMultiple,
     )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["hosted_tools"].required = False  # left out: the default, drop
+
+    def clean_hosted_tools(self) -> str:
+        return self.cleaned_data.get("hosted_tools") or "drop"
 
 
 @admin.action(description="Revoke selected keys")
@@ -296,7 +305,7 @@ def revoke_keys(modeladmin: Any, request: HttpRequest, queryset: Any) -> None:
 class ApiKeyAdmin(admin.ModelAdmin):
     form = ApiKeyForm
     list_display = ["name", "prefix", "owner", "scopes", "expires_at", "revoked_at",
-                    "last_used_at", "requests_per_minute"]
+                    "last_used_at", "requests_per_minute", "users_across_keys"]
     list_filter = ["revoked_at", "expires_at"]
     search_fields = ["name", "prefix"]
     readonly_fields = ["prefix", "last_used_at", "revoked_at", "created_at"]
@@ -306,11 +315,18 @@ class ApiKeyAdmin(admin.ModelAdmin):
     def save_model(self, request: HttpRequest, obj: ApiKey, form: Any, change: bool) -> None:
         if change:
             super().save_model(request, obj, form, change)
+            if form.changed_data:  # audited as the operator API's changes are
+                services.audit_record(
+                    actor=services.audit_actor_of_request(request, channel="admin"),
+                    action="key_update", target=f"key:{obj.prefix}",
+                    detail={"fields": sorted(form.changed_data)})
             return
         key, secret = services.api_key_create(
             name=obj.name, scopes=list(form.cleaned_data.get("scopes") or []),
             owner=obj.owner, expires_at=obj.expires_at,
             requests_per_minute=obj.requests_per_minute,
+            users_across_keys=obj.users_across_keys,
+            hosted_tools=obj.hosted_tools,
             actor=services.audit_actor_of_request(request, channel="admin"),
         )
         obj.pk, obj.prefix, obj.hashed_secret = key.pk, key.prefix, key.hashed_secret
@@ -338,7 +354,7 @@ class ThreadAdmin(admin.ModelAdmin):
     search_help_text = "A thread id, a session key, or text in its title or messages."
     # The admin renders each cell through its display machinery, 0.5 ms a row here: 100 rows
     # a page took 65 ms at c=1 with the queries under 1 ms (issue 27); 50, as the console's
-    # lists. A deep page reads its ids first (agents.paging); a filtered list is not counted
+    # lists. A deep page reads its ids first (agents.http.paging); a filtered list is not counted
     # a second time for the unfiltered total.
     list_per_page = 50
     paginator = SeekPaginator
@@ -411,18 +427,24 @@ class McpServerForm(forms.ModelForm):
         super().__init__(*args, **kwargs)
         for name in ("env", "headers"):
             if self.instance.pk:
-                self.initial[name] = dict.fromkeys(getattr(self.instance, name) or {},
-                                                   SECRET_MASK)
+                self.initial[name] = self.instance.secrets_masked(name)
             self.fields[name].help_text += (" Write-only: shown as [hidden], and [hidden] keeps "
                                             "the stored value; 'env:NAME' reads variable NAME.")
 
+    def clean_url(self) -> str:
+        url = self.cleaned_data.get("url") or ""
+        try:
+            if url:
+                url_parsed(url)  # no userinfo, backslash, ...: agents.selectors.urls
+        except UrlRefused as exc:
+            raise ValidationError(f"Not a URL Gaia calls: {exc}.") from None
+        return url
+
     def save(self, commit: bool = True) -> McpServer:
         server = super().save(commit=False)
-        stored = McpServer.objects.get(pk=self.instance.pk) if self.instance.pk else None
-        for name in ("env", "headers"):
-            kept = getattr(stored, name) if stored is not None else {}
-            setattr(server, name, {k: kept.get(k, "") if v == SECRET_MASK else v
-                                   for k, v in (getattr(server, name) or {}).items()})
+        stored = McpServer.objects.get(pk=self.instance.pk) if self.instance.pk else McpServer()
+        for name in ("env", "headers"):  # the import's rule too (services.mcp_servers_import)
+            setattr(server, name, stored.secrets_kept(name, getattr(server, name)))
         if commit:
             server.save()
         return server

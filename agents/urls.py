@@ -3,7 +3,7 @@
 from django.urls import path, re_path
 
 from agents import apis
-from agents.apis import console, tools, usage
+from agents.apis import console, organism, tools, usage
 
 app_name = "operator"
 
@@ -12,6 +12,8 @@ urlpatterns = [
     path("organism", apis.OrganismApi.as_view(), name="organism"),
     path("organism/config", apis.OrganismConfigApi.as_view(), name="organism-config"),
     path("organism/reload", apis.OrganismReloadApi.as_view(), name="organism-reload"),
+    path("organism/stop", organism.OrganismStopApi.as_view(), name="organism-stop"),
+    path("organism/start", organism.OrganismStartApi.as_view(), name="organism-start"),
     path("agents", apis.AgentListApi.as_view(), name="agent-list"),
     path("agents/<path:slug>/memories", tools.AgentMemoryListApi.as_view(),
          name="agent-memories"),

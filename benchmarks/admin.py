@@ -8,11 +8,11 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from agents.exceptions import GaiaError
+from agents.kernel.exceptions import GaiaError
 from agents.services.audit import audit_actor_of_request
 from benchmarks import selectors, services
 from benchmarks.models import BenchmarkResult, BenchmarkRun, BenchmarkSuite, SuiteCase
-from benchmarks.replay.runs import replay_run_create
+from benchmarks.registry import kind_get
 
 
 class SuiteCaseInline(admin.TabularInline):
@@ -102,18 +102,7 @@ class BenchmarkRunAdmin(admin.ModelAdmin):
 
     @admin.action(description="Re-run the selected runs (new runs, same settings)")
     def rerun_runs(self, request: HttpRequest, queryset: QuerySet[BenchmarkRun]) -> None:
-        new = [(_replay_again(run, request.user) if run.kind == BenchmarkRun.Kind.REPLAY
-                else services.benchmark_run_rerun(run=run, submitted_by_user=request.user)).pk
+        new = [kind_get(run.kind).again(run, submitted_by_user=request.user).pk
                for run in queryset]
         self.message_user(request, f"Queued run(s) {', '.join(map(str, new))}.")
 
-
-def _replay_again(run: BenchmarkRun, user: Any) -> BenchmarkRun:
-    sel = run.selection or {}
-    return replay_run_create(
-        suite=run.suite, agents=list(run.agents), judge=run.judge or None,
-        limit=sel.get("limit") if sel.get("mode") == "first" else None,
-        indexes=sel.get("indexes") if sel.get("mode") == "indexes" else None,
-        parallel=run.parallel, concurrency=run.concurrency,
-        question_timeout_s=run.question_timeout_s, time_limit_s=run.time_limit_s,
-        submitted_by_user=user)

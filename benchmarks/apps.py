@@ -8,6 +8,7 @@ class BenchmarksConfig(AppConfig):
     def ready(self) -> None:
         from benchmarks import (
             events,  # noqa: F401 - declares the run_* feed event types
+            kinds,  # noqa: F401 - registers the built-in kinds of run
             worker,
         )
 

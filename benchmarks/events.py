@@ -1,4 +1,4 @@
-"""The benchmarks app's feed events: their types (declared to :mod:`agents.realtime`, the one
+"""The benchmarks app's feed events: their types (declared to :mod:`agents.outlet.realtime`, the one
 outlet) and their builders. A run's life on the feed: ``run_created``, ``run_started``,
 ``run_progress`` (at most once a heartbeat), ``question_finished`` per question, then
 ``run_finished``; ``run_requeued`` when its worker was lost and it (or a replay's part) went
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agents import realtime
+from agents.outlet import realtime
 from benchmarks import selectors
 from benchmarks.models import BenchmarkResult, BenchmarkRun
 

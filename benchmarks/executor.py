@@ -1,51 +1,28 @@
-"""Executing one claimed run: the thin bridge from ``mesh`` (and its events) to services (a
-replay run's parts are executed by :mod:`benchmarks.replay.execute`).
+"""Executing a run, whatever its kind: what a Celery task or the embedded worker calls with a
+run id.
 
-:func:`benchmark_run_execute` is what a Celery task or the embedded worker calls with a run id.
-It claims the run (a conditional update: a second delivery does nothing), then runs an event
-loop of its own in the calling thread: the mesh agent processes start once for the run
-(``mesh.run.AgentPool``), each question runs with a fresh relay and fresh workspaces, and every
-database write goes to one database thread of the run's own through the services (never the
-server's database thread, never for longer than one short transaction). While a question runs,
-the heartbeat (every ``GAIA_BENCH_HEARTBEAT_SECONDS``) renews the run and reports packet counts;
-when it finds the run cancelled or taken over, the question is cancelled, which ends its agent
-processes. Past the run's time limit the run ends ``failed`` with the reason.
-
-Roles played by Gaia agents reach them through the turn runtime, as any client's turn would
-(:func:`agents.turns.turn_ask`): each call of a tool is a thread of the run (hidden from the
-default thread list, ``?run=<id>`` shows them), the feed shows the agent at work, fallback
-providers apply, a paused agent or an operator's kill of such a thread fails that question
-(saying so) and the run goes on. The agent processes ask for those calls over their own stdio
-(a ``host`` LLM, :class:`mesh.llm.HostLLM`): no server, port or token of the run's own.
+:func:`benchmark_run_execute` claims the run, or its parts one after another (another worker
+claims the others at the same time), through the one lifecycle
+(:func:`benchmarks.services.benchmark_run_claim`: a conditional update, so a second delivery
+does nothing), and hands each claim to its kind (:mod:`benchmarks.registry`) in an event loop
+of its own in the calling thread, with one database thread of the run's own (never the
+server's database thread, never the event loop). A claim that raises ends the run ``failed``,
+saying why.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import io
-import json
 import logging
 import os
-import shutil
 import socket
-import tarfile
-import tempfile
-import time
-from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from functools import partial
-from pathlib import Path
-from typing import Any
 
-from django.conf import settings
-from django.core.files.storage import default_storage
 from django.db import close_old_connections, connections
 
-from agents import realtime, turns
-from agents.exceptions import AgentPaused, GaiaError, TurnKilled
+from agents.outlet import realtime
 from benchmarks import services
-from benchmarks.models import DETERMINISTIC, BenchmarkResult, BenchmarkRun
+from benchmarks.models import BenchmarkRun
+from benchmarks.registry import kind_get
 
 log = logging.getLogger("gaia.benchmarks")
 
@@ -56,249 +33,33 @@ def worker_name() -> str:
 
 def benchmark_run_execute(*, run_id: int, worker: str | None = None,
                           task_id: str = "") -> str | None:
-    """Claim and run ``run_id`` to its end. Returns the final status, or ``None`` if the run
-    was not ours to run (not queued: taken, cancelled, finished or unknown)."""
+    """Claim and run ``run_id`` (the whole run, or its queued parts until none is left).
+    Returns the run's status if this worker ended it (or stopped it: cancelled), ``None`` if
+    there was nothing for it to run (taken, cancelled, finished or unknown)."""
     worker = worker or worker_name()
-    if BenchmarkRun.objects.filter(pk=run_id, kind=BenchmarkRun.Kind.REPLAY).exists():
-        from benchmarks.replay.execute import replay_execute
-
-        return replay_execute(run_id=run_id, worker=worker)
-    run = services.benchmark_run_claim(run_id=run_id, worker=worker, task_id=task_id)
-    if run is None:
-        log.info("benchmark run %s not queued; nothing to do", run_id)
-        return None
-    log.info("benchmark run %s claimed by %s (attempt %s)", run_id, worker, run.attempts)
+    status = None
     db = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"bench-db-{run_id}")
     try:
-        return realtime.run_and_flush(_RunExecution(run, worker, db).execute())
-    except Exception as exc:  # a bug or a vanished agent: the run ends failed, saying why
-        log.exception("benchmark run %s failed", run_id)
-        services.benchmark_run_finish(run_id=run_id, worker=worker,
-                                      status=BenchmarkRun.Status.FAILED,
-                                      error=f"worker error: {exc!r}")
-        return BenchmarkRun.Status.FAILED
+        while True:
+            claim = services.benchmark_run_claim(run_id=run_id, worker=worker, task_id=task_id)
+            if claim is None:
+                if status is None:
+                    log.info("benchmark run %s not queued; nothing to do", run_id)
+                return status
+            log.info("benchmark run %s%s claimed by %s (attempt %s)", run_id,
+                     "" if claim.part is None else f" part {claim.part.index}", worker,
+                     (claim.part or claim.run).attempts)
+            try:
+                kind = kind_get(claim.run.kind)
+                status = realtime.run_and_flush(kind.execute(claim, db)) or status
+            except Exception as exc:  # a bug or a vanished agent: the run ends failed
+                log.exception("benchmark run %s failed", run_id)
+                services.benchmark_run_finish(claim=claim, status=BenchmarkRun.Status.FAILED,
+                                              error=f"worker error: {exc!r}")
+                return BenchmarkRun.Status.FAILED
+            if claim.part is None:  # a whole run is claimed once per delivery
+                return status
     finally:
         db.submit(connections.close_all).result()
         db.shutdown()
         close_old_connections()
-
-
-class _RunExecution:
-    def __init__(self, run: BenchmarkRun, worker: str, db: ThreadPoolExecutor) -> None:
-        self.run = run
-        self.worker = worker
-        self.db = db
-        self.progress = services.Progress()
-        self.base_packets = self.base_bytes = 0
-        self.question = -1  # the question running now
-        self.tokens: Counter[str] = Counter()  # tokens per agent slug, this question
-        self.last_beat = time.monotonic()
-        self.heartbeat_s = float(getattr(settings, "GAIA_BENCH_HEARTBEAT_SECONDS", 1.0))
-        started = run.started_at.timestamp() if run.started_at else time.time()
-        self.deadline = started + run.time_limit_s
-
-    async def _db(self, fn: Any, /, **kwargs: Any) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(self.db, partial(fn, **kwargs))
-
-    def _on_event(self, event: Any) -> None:
-        # Live counts while a question runs (frames from agents: hellos and packets); each
-        # finished question then sets them to the relay's exact totals.
-        if event.kind == "packet":
-            self.progress.packets += 1
-            self.progress.bytes += int(event.data.get("bytes", 0))
-        elif event.kind == "agent.connected":
-            self.progress.packets += 1
-
-    async def _ask(self, tool: str, call: Any) -> Any:
-        """A role's call to its agent (the pool's LLM host), through the turn runtime."""
-        from mesh.llm import LLMError, LLMReply
-        from mesh.run import QuestionFailed
-
-        slug = self.run.tools[tool]
-        try:
-            answer = await turns.turn_ask(
-                agent=slug, system=call.system, prompt=call.prompt, run_id=self.run.pk,
-                title=f"Run {self.run.pk} · q{self.question} · {tool}")
-        except TurnKilled as exc:
-            raise QuestionFailed(f"an operator stopped {slug} ({tool}): {exc.message}") from exc
-        except AgentPaused as exc:
-            raise QuestionFailed(f"{slug} ({tool}) is paused: {exc.message}") from exc
-        except GaiaError as exc:
-            raise LLMError(f"{slug}: {exc.message}") from exc
-        tokens = answer.usage.input_tokens + answer.usage.output_tokens
-        self.tokens[slug] += tokens
-        return LLMReply(text=answer.text, tokens=tokens)
-
-    def _counted(self, metrics: dict[str, Any]) -> None:
-        self.base_packets += int(metrics.get("pkt_cnt", 0))
-        self.base_bytes += int(metrics.get("bytes_rx", 0)) + int(metrics.get("bytes_tx", 0))
-        self.progress.packets, self.progress.bytes = self.base_packets, self.base_bytes
-
-    async def execute(self) -> str:
-        from mesh.run import AgentPool, RunConfig, run_question
-        from mesh.suite import parse_suite
-
-        run = self.run
-        questions = {q.index: q for q in parse_suite(run.suite.questions)}
-        done = set(await self._db(_recorded, run_id=run.pk))
-        for metrics in await self._db(_all_metrics, run_id=run.pk):
-            self._counted(metrics)
-        todo = [questions[i] for i in run.question_indexes if i not in done]
-        agent_slugs = sorted({b for b in run.tools.values() if b != DETERMINISTIC})
-        work = Path(tempfile.mkdtemp(prefix=f"gaia-bench-{run.pk}-"))
-        status, error = BenchmarkRun.Status.SUCCEEDED, ""
-        try:
-            if agent_slugs:
-                await self._db(_agents_exist, slugs=agent_slugs)  # or the run fails
-            llm = {role: {"kind": "host", "model": slug, "timeout": run.question_timeout_s}
-                   for role, slug in run.tools.items() if slug != DETERMINISTIC}
-            config = RunConfig(protocol=run.protocol, timeout_s=run.question_timeout_s, llm=llm)
-            async with AgentPool(config, llm_host=self._ask if llm else None) as pool:
-                for question in todo:
-                    if time.time() >= self.deadline:
-                        status = BenchmarkRun.Status.FAILED
-                        error = (f"time limit of {run.time_limit_s:g} s reached before question "
-                                 f"{question.index}")
-                        break
-                    self.question = question.index
-                    self.tokens.clear()
-                    outcome = await self._question(run_question, question, pool, work)
-                    if outcome == "stopped":
-                        return await self._stopped()
-                    if outcome == "time":
-                        status = BenchmarkRun.Status.FAILED
-                        error = (f"time limit of {run.time_limit_s:g} s reached during question "
-                                 f"{question.index}")
-                        break
-                    result, out_dir = outcome
-                    tokens = dict(self.tokens)
-                    metrics_json, archive = await asyncio.to_thread(_read_outputs, out_dir)
-                    recorded = await self._db(
-                        services.benchmark_result_record, run_id=run.pk, worker=self.worker,
-                        metrics={**result.metrics, "tokens_by_agent": tokens},
-                        tokens_by_agent=tokens, metrics_json=metrics_json, archive=archive)
-                    if recorded is None:
-                        return await self._stopped()
-                    self._counted(result.metrics)
-                    if time.monotonic() - self.last_beat >= self.heartbeat_s:
-                        await self._heartbeat()  # progress at most once an interval
-            summary, summary_json, archive = await self._summary(with_archive=True)
-            finished = await self._db(services.benchmark_run_finish, run_id=run.pk,
-                                      worker=self.worker, status=status, error=error,
-                                      summary=summary, summary_json=summary_json,
-                                      archive=archive, progress=self.progress)
-            return status if finished else await self._stopped()
-        finally:
-            await asyncio.to_thread(shutil.rmtree, work, True)
-            with contextlib.suppress(Exception):  # MCP servers the run's agents started
-                await asyncio.wait_for(turns.tools_close(), 5)
-
-    async def _heartbeat(self) -> bool:
-        self.last_beat = time.monotonic()
-        return bool(await self._db(services.benchmark_run_heartbeat, run_id=self.run.pk,
-                                   worker=self.worker, progress=self.progress))
-
-    async def _question(self, run_question: Any, question: Any, pool: Any, work: Path) -> Any:
-        out_dir = work / str(question.index)
-        task = asyncio.create_task(run_question(question, out_dir=out_dir, pool=pool,
-                                                on_event=self._on_event))
-        while True:
-            due = self.last_beat + self.heartbeat_s - time.monotonic()
-            await asyncio.wait([task], timeout=max(0.0, due))
-            if task.done():
-                return task.result(), out_dir
-            over = time.time() >= self.deadline
-            if over or not await self._heartbeat():
-                task.cancel()  # kills this question's agent processes
-                await asyncio.gather(task, return_exceptions=True)
-                return "time" if over else "stopped"
-
-    async def _stopped(self) -> str:
-        """The run was cancelled (or taken over) under us: keep a partial summary if the run
-        is ours to describe, and leave its status alone."""
-        run = await self._db(_reload, run_id=self.run.pk)
-        if run.status == BenchmarkRun.Status.CANCELLED:
-            summary, summary_json, _ = await self._summary(with_archive=False)
-            await self._db(services.benchmark_run_finalize_cancelled, run_id=run.pk,
-                           summary=summary, summary_json=summary_json)
-        log.info("benchmark run %s stopped: %s", run.pk, run.status)
-        return str(run.status)
-
-    async def _summary(self, *, with_archive: bool) -> tuple[dict[str, Any], bytes,
-                                                              bytes | None]:
-        from mesh.results import summarize
-
-        metrics = await self._db(_all_metrics, run_id=self.run.pk)
-        summary = summarize(metrics, suite=self.run.suite.name, protocol=self.run.protocol)
-        tokens: dict[str, int] = {}
-        for m in metrics:
-            for slug, n in (m.get("tokens_by_agent") or {}).items():
-                tokens[slug] = tokens.get(slug, 0) + int(n)
-        summary.update({
-            "run_id": self.run.pk, "tools": self.run.tools, "baseline": self.run.baseline,
-            "quality_label": _label(self.run), "tokens_by_agent": tokens,
-        })
-        data = (json.dumps(summary, ensure_ascii=False, indent=2) + "\n").encode()
-        indexes = [int(m["question_index"]) for m in metrics]
-        archive = (await asyncio.to_thread(_archive, self.run.pk, indexes) if with_archive
-                   else None)
-        return summary, data, archive
-
-
-def _label(run: BenchmarkRun) -> str:
-    from benchmarks.selectors import quality_label
-
-    return quality_label(run)
-
-
-def _recorded(*, run_id: int) -> list[int]:
-    return list(BenchmarkResult.objects.filter(run_id=run_id).values_list("question_index",
-                                                                         flat=True))
-
-
-def _all_metrics(*, run_id: int) -> list[dict[str, Any]]:
-    return [r.metrics for r in BenchmarkResult.objects.filter(run_id=run_id)
-            .order_by("question_index")]
-
-
-def _agents_exist(*, slugs: list[str]) -> None:
-    from agents.models import Agent
-
-    found = set(Agent.objects.filter(slug__in=slugs).values_list("slug", flat=True))
-    missing = sorted(set(slugs) - found)
-    if missing:
-        raise RuntimeError(f"agents {missing} no longer exist")
-
-
-def _reload(*, run_id: int) -> BenchmarkRun:
-    return BenchmarkRun.objects.get(pk=run_id)
-
-
-def _read_outputs(out_dir: Path) -> tuple[bytes, bytes]:
-    return ((out_dir / "metrics.json").read_bytes(),
-            (out_dir / "run_artifacts.tar.gz").read_bytes())
-
-
-def _archive(run_id: int, indexes: list[int]) -> bytes:
-    """Every recorded question of the run (whichever attempt ran it) as one gzip tar:
-    ``q<N>/metrics.json`` and ``q<N>/workspaces/...``, from the stored per-question artifacts."""
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as out:
-        for index in indexes:
-            base = services.artifact_path(run_id, f"q{index}")
-            if not (default_storage.exists(f"{base}/metrics.json")
-                    and default_storage.exists(f"{base}/run_artifacts.tar.gz")):
-                log.warning("run %s: artifacts of question %s are missing", run_id, index)
-                continue
-            with default_storage.open(f"{base}/metrics.json", "rb") as fh:
-                data = fh.read()
-            info = tarfile.TarInfo(f"q{index}/metrics.json")
-            info.size = len(data)
-            out.addfile(info, io.BytesIO(data))
-            with default_storage.open(f"{base}/run_artifacts.tar.gz", "rb") as fh, \
-                    tarfile.open(fileobj=io.BytesIO(fh.read()), mode="r:gz") as inner:
-                for member in inner.getmembers():
-                    extracted = inner.extractfile(member) if member.isfile() else None
-                    member.name = f"q{index}/{member.name}"
-                    out.addfile(member, extracted)
-    return buf.getvalue()

@@ -22,7 +22,7 @@ from django.db import transaction
 from django.db.models.functions import Now
 from django.utils import timezone
 
-from agents import realtime
+from agents.outlet import realtime
 from benchmarks import events, selectors
 from benchmarks.models import QueueWorker
 

@@ -23,16 +23,16 @@ from django.db.models import (
 from django.db.models.functions import Now
 
 from agents.models import Agent, Team
-from agents.ordering import Ordering
 from agents.selectors import iso
+from agents.selectors.ordering import Ordering
 from benchmarks.models import (
-    BASELINE_LABEL,
     BenchmarkResult,
     BenchmarkRun,
     BenchmarkSuite,
     QueueWorker,
     SuiteCase,
 )
+from benchmarks.registry import kind_get
 
 ARTIFACT_NAMES = ("summary.json", "run_artifacts.tar.gz")
 
@@ -59,12 +59,8 @@ def queue_state(*, besides: str = "") -> dict[str, Any]:
 
 
 def quality_label(run: BenchmarkRun) -> str:
-    if run.kind == BenchmarkRun.Kind.REPLAY:
-        judged = f", judged by {run.judge}" if run.judge else ""
-        return f"replay of {run.suite.label} against {', '.join(run.agents)}{judged}"
-    if run.baseline:
-        return BASELINE_LABEL
-    return "agents: " + ", ".join(f"{r}={b}" for r, b in sorted(run.tools.items()))
+    """What the run's quality figures mean, as its kind says."""
+    return kind_get(run.kind).label(run)
 
 
 def run_public(run: BenchmarkRun) -> dict[str, Any]:
@@ -263,13 +259,6 @@ def artifact_open(*, run: BenchmarkRun, name: str) -> Any | None:
     return default_storage.open(path, "rb") if default_storage.exists(path) else None
 
 
-def _columns(run: BenchmarkRun) -> list[tuple[str, str | None]]:
-    """A run's columns in a comparison: itself (mesh), or one per target (replay)."""
-    if run.kind == BenchmarkRun.Kind.REPLAY:
-        return [(f"{run.pk}:{agent}", agent) for agent in run.agents]
-    return [(str(run.pk), None)]
-
-
 def _column_summary(run: BenchmarkRun, agent: str | None) -> dict[str, Any] | None:
     if agent is None:
         return run.summary
@@ -285,7 +274,7 @@ def runs_compare(*, runs: list[BenchmarkRun]) -> dict[str, Any]:
     per_column: dict[str, dict[int, BenchmarkResult]] = {}
     columns = []
     for run in runs:
-        for key, agent in _columns(run):
+        for key, agent in kind_get(run.kind).columns(run):
             per_column[key] = {res.question_index: res for res in run.results.all()
                                if (res.agent or None) == agent}
             columns.append({"key": key, "run": run.pk, "agent": agent,

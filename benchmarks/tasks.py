@@ -11,7 +11,7 @@ from celery.signals import worker_ready, worker_shutdown
 def benchmark_run_execute(run_id: int) -> str | None:
     """Run one benchmark run. A redelivered message finds the run claimed and does nothing;
     a run whose worker died is recovered by the stale-run check, not by redelivery. Run in
-    this process (eagerly) it is the embedded worker's (agents.background)."""
+    this process (eagerly) it is the embedded worker's (agents.infra.background)."""
     from benchmarks.executor import benchmark_run_execute as execute
     from benchmarks.executor import worker_name
 

@@ -2,7 +2,7 @@
 ``/api/v1/benchmarks/`` and keep live from the feed (a run's page and its progress, a replay's
 cases side by side, the compare charts, a suite's trend); what needs no script (the suites,
 a suite's cases and runs) is rendered here from the selectors the API uses. Staff only, as
-every operator page (:func:`agents.views.staff_required`)."""
+every operator page (:func:`agents.http.pages.staff_required`)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from agents.views import page_sort, staff_required
+from agents.http.pages import page_sort, staff_required
 from benchmarks import selectors
+from benchmarks.kinds.mesh import ROLES
 from benchmarks.models import BenchmarkRun, BenchmarkSuite
-from benchmarks.services import ROLES
+from benchmarks.registry import kind_get
 
 CASES_PER_PAGE = 20
 SUITE_RUNS_SHOWN = 50
@@ -46,12 +47,10 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         raise Http404(f"No benchmark run {run_id}.")
     # whether a worker will run it: the page says so when none is alive (live: queue_changed)
     queue = selectors.queue_state()
-    if run.kind == BenchmarkRun.Kind.REPLAY:
-        return render(request, "benchmarks/replay_run.html", {
-            "page": "replay_run", "run": {**selectors.run_public(run), "queue": queue},
-            "queue": queue, "run_status": run.status})
-    return render(request, "benchmarks/run.html", {"page": "run", "run_id": run_id,
-                                                   "queue": queue, "run_status": run.status})
+    template, page = kind_get(run.kind).page
+    return render(request, template, {
+        "page": page, "run_id": run_id, "run": {**selectors.run_public(run), "queue": queue},
+        "queue": queue, "run_status": run.status})
 
 
 @staff_required

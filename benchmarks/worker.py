@@ -1,8 +1,8 @@
 """Who executes runs besides Celery, and the stale-run check every worker runs.
 
 * Without ``REDIS_URL`` (one machine, ``./run``), the server process runs them on the
-  **embedded worker** of the ``benchmarks`` queue (:mod:`agents.background`): one daemon thread
-  that executes each dispatched run, and between runs claims the oldest run left queued (one
+  **embedded worker** of the ``benchmarks`` queue (:mod:`agents.infra.background`): one daemon
+  thread that executes each dispatched run, and between runs claims the oldest run left queued (one
   submitted while the server was down), through the same service code a Celery worker uses. It
   starts with the server (``gaia_site.asgi``) and on the first submit; it never runs inside a
   request or on the event loop, and uses a database connection of its own for short
@@ -30,7 +30,7 @@ from collections.abc import Callable
 from django.conf import settings
 from django.db import close_old_connections
 
-from agents.background import EmbeddedWorker, embedded_worker
+from agents.infra.background import EmbeddedWorker, embedded_worker
 from benchmarks import queue
 from benchmarks.models import BenchmarkRun, QueueWorker
 from benchmarks.services import RUN_QUEUE, benchmark_run_recover_stale
@@ -51,13 +51,11 @@ def _reap_seconds() -> float:
 def recover_stale_once(beat: Beat = None) -> list[int]:
     """One check: beat for ``beat``'s worker, mark lost the workers whose beat went stale,
     then recover the runs (and replay parts) whose heartbeat did."""
-    from benchmarks.replay.runs import replay_parts_recover_stale
-
     try:
         if beat is not None:
             queue.queue_worker_beat(name=beat[0], kind=beat[1])
         queue.queue_workers_reap()
-        return benchmark_run_recover_stale() + replay_parts_recover_stale()
+        return benchmark_run_recover_stale()
     except Exception:  # the database is away for a moment: try again next time
         log.warning("stale-run check failed", exc_info=True)
         return []

@@ -30,7 +30,7 @@ from django.core.exceptions import RequestAborted  # noqa: E402
 from django.core.handlers.asgi import ASGIHandler, get_script_prefix  # noqa: E402
 from django.urls import get_resolver, set_script_prefix  # noqa: E402
 
-from agents.middleware import feed_auth_stack, origin_checked  # noqa: E402
+from agents.http.middleware import feed_auth_stack, origin_checked  # noqa: E402
 from gaia_site.lifespan import Lifespan  # noqa: E402
 from gaia_site.routing import websocket_urlpatterns  # noqa: E402
 from openai_api.asgi import BodyLimit  # noqa: E402
@@ -44,7 +44,7 @@ class ApiASGIHandler(ASGIHandler):
     thread per request, about 0.7 ms of every time to first token together with its disk-backed
     body buffer (``scripts/perf/upstream.py``). Their receivers look after the database
     connections and caches of the thread they run on, and API views use none there: the ORM
-    runs on ``agents.database``'s threads, which check their own connections. So this handler
+    runs on ``agents.infra.database``'s threads, which check their own connections. So this handler
     reads the body into memory (``BodyLimit`` has already bounded it), runs the view and the
     disconnect watch exactly as Django does, and closes the response (which sends
     ``request_finished``) on the event loop.
@@ -140,7 +140,7 @@ application = Lifespan(ProtocolTypeRouter(
     {
         "http": BodyLimit(http_application),
         # Browser pages of Gaia's own origin or of GAIA_OPERATOR_ALLOWED_ORIGINS; clients
-        # without an Origin go on to the feed's own authentication (agents.consumers).
+        # without an Origin go on to the feed's own authentication (agents.feed.consumers).
         "websocket": origin_checked(feed_auth_stack(URLRouter(websocket_urlpatterns))),
     }
 ))

@@ -1,4 +1,4 @@
-"""The ``gaia`` console script: ``gaia api|agents|keys|mesh|bench ...``.
+"""The ``gaia`` console script: ``gaia api|agents|keys|mesh|bench|docs ...``.
 
 Wiring only: each group lives with its app. ``mesh`` imports nothing from Django, so
 ``gaia mesh ...`` never configures Django; nor does ``gaia bench`` (an HTTP client of the API);
@@ -26,6 +26,10 @@ def build_parser() -> argparse.ArgumentParser:
     from benchmarks import cli as bench_cli
 
     bench_cli.register(sub)
+
+    from gaia_site import docs_cli
+
+    docs_cli.register(sub)
     return parser
 
 

@@ -34,6 +34,23 @@ SHUTDOWN_RECORD_SECONDS = 10.0  # at most this long to record the turns still ru
 STREAM_STOP_MARGIN_SECONDS = 1.0
 
 
+def _backends_preload() -> None:
+    """The backends of the provider kinds in use, imported (agents.backends.backends_preload)."""
+    from django.db import connection
+
+    from agents.backends import backends_preload
+    from agents.models import Provider
+
+    try:
+        kinds = list(Provider.objects.order_by().values_list("kind", flat=True).distinct())
+    except Exception:  # no table yet (a server before its migrations): first use imports
+        log.exception("reading the provider kinds failed")
+        return
+    finally:
+        connection.close()
+    backends_preload(kinds)
+
+
 def grace_period(handler: Any) -> float | None:
     """The graceful-shutdown period of the server whose signal handler is ``handler``:
     uvicorn's ``--timeout-graceful-shutdown`` (its handler is a method of its ``Server``).
@@ -59,6 +76,9 @@ class Lifespan:
             message = await receive()
             if message["type"] == "lifespan.startup":
                 self.startup()
+                # the providers' HTTP libraries (their TLS certificates) before any request:
+                # on a thread, the first call to a provider loaded them on the event loop
+                await asyncio.to_thread(_backends_preload)
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 await self.shutdown()
@@ -66,7 +86,8 @@ class Lifespan:
                 return
 
     def startup(self) -> None:
-        from agents import realtime, turns
+        from agents import turns
+        from agents.outlet import realtime
 
         loop = asyncio.get_running_loop()
         if threading.current_thread() is threading.main_thread():
@@ -106,7 +127,7 @@ class Lifespan:
     async def _sweep_later(self) -> None:
         """Once a lease's length after start, record the turns a dead process left."""
         from agents import services
-        from agents.database import run_db
+        from agents.infra.database import run_db
 
         await asyncio.sleep(settings.GAIA_THREAD_LOCK_SECONDS * 1.2)
         try:
@@ -118,8 +139,9 @@ class Lifespan:
             log.warning("recorded %d turns interrupted by a stopped server process", found)
 
     async def shutdown(self) -> None:
-        from agents import realtime, turns
-        from agents.database import run_db
+        from agents import turns
+        from agents.infra.database import run_db
+        from agents.outlet import realtime
         from benchmarks.worker import embedded_worker_beat, reaper_stop
 
         beat = embedded_worker_beat()

@@ -2,8 +2,8 @@
 
 from django.urls import path
 
-from agents.consumers import FeedConsumer
-from agents.ping import PingConsumer
+from agents.feed.consumers import FeedConsumer
+from agents.feed.ping import PingConsumer
 
 websocket_urlpatterns = [
     path("ws", FeedConsumer.as_asgi()),

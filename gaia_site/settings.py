@@ -8,7 +8,6 @@ Celery broker to Redis and the cache (rate limits) to Redis.
 
 from __future__ import annotations
 
-import os
 import secrets
 from pathlib import Path
 
@@ -37,7 +36,7 @@ def _secret_key() -> str:
 
 
 SECRET_KEY = _secret_key()
-ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]", "testserver"])
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]"])
 # Browser pages on other origins that may use the operator API (/api, with credentials) and
 # open the /ws feed: GUIs are consumers of the API (reference 003). Exact origins
 # (scheme://host[:port]); empty (the default): Gaia's own pages only.
@@ -77,7 +76,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "corsheaders.middleware.CorsMiddleware",
-    "agents.middleware.OperatorCorsMiddleware",
+    "agents.http.middleware.OperatorCorsMiddleware",
     "openai_api.middleware.ApiEdgeMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -92,7 +91,7 @@ MIDDLEWARE = [
 # sessions or CSRF (API keys, not cookies). See gaia_site/asgi.py.
 API_MIDDLEWARE = [
     "corsheaders.middleware.CorsMiddleware",
-    "agents.middleware.OperatorCorsMiddleware",
+    "agents.http.middleware.OperatorCorsMiddleware",
     "openai_api.middleware.ApiEdgeMiddleware",
 ]
 
@@ -108,6 +107,9 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
             ],
+            # The console's tags live with its pages (agents/pages/), not at the app's top.
+            "libraries": {"gaia_sort": "agents.pages.templatetags.gaia_sort",
+                          "gaia_admin": "agents.pages.templatetags.gaia_admin"},
         },
     },
 ]
@@ -123,19 +125,19 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # connection's page cache holds up to 64 MiB (SQLite's default is 2 MiB): at 100,000
     # threads a search's id lookups took 3.6 ms a query with 2 MiB and 0.9-1.4 ms with 64
     # (issue 27); it fills only as pages are read, so a small database costs what it is.
+    # Temporary files in memory: a turn's inserts fire triggers (search index, tallies), so
+    # SQLite keeps each statement's undo pages, which outgrew its 64 KiB in memory and went to
+    # a file made, written and deleted in /var/tmp per turn (62 of a turn's 332 system calls).
     DATABASES["default"].setdefault("OPTIONS", {}).update(
         {
             "timeout": 30,
             "transaction_mode": "IMMEDIATE",
             "init_command": ("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; "
-                             "PRAGMA cache_size=-65536;"),
+                             "PRAGMA cache_size=-65536; PRAGMA temp_store=MEMORY;"),
         }
     )
-    # A file (not :memory:) so the live server process of the tests shares it; one per
-    # pytest process so two runs never collide.
-    DATABASES["default"]["TEST"] = {"NAME": str(DATA_DIR / f"test-{os.getpid()}.sqlite3")}
 # Kept by the threads that use them (the pages' and operator API's threads,
-# gaia_site.site_handler; /v1's database threads, agents.database), checked before reuse. On
+# gaia_site.site_handler; /v1's database threads, agents.infra.database), checked before reuse. On
 # SQLite too: a connection opened per request starts with an empty page cache, and at 100,000
 # threads the operator API's thread search took 34 ms in the server against 20 ms on a kept
 # connection (issue 27).
@@ -148,7 +150,7 @@ REDIS_URL = env.str("REDIS_URL", default="")
 # Messages a channel (a feed socket, or with Redis a whole process's share) may hold before the
 # layer drops new ones silently (both layers default to 100). A feed consumer drains its channel
 # into its own bounded queue at once and reports what it drops (``lagged``), so this only has to
-# ride out bursts; each message is one batch of events (agents.realtime).
+# ride out bursts; each message is one batch of events (agents.outlet.realtime).
 GAIA_CHANNEL_CAPACITY = env.int("GAIA_CHANNEL_CAPACITY", default=2000)
 
 if REDIS_URL:
@@ -252,8 +254,8 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     # The operator API (agents/apis.py) speaks JSON only: no browsable HTML, no form posts.
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["agents.parsers.JsonParser"],
-    "EXCEPTION_HANDLER": "agents.rest.api_exception_handler",
+    "DEFAULT_PARSER_CLASSES": ["agents.http.parsers.JsonParser"],
+    "EXCEPTION_HANDLER": "agents.http.rest.api_exception_handler",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Gaia operator API",
@@ -328,9 +330,37 @@ GAIA_FEED_JOIN_SECONDS = env.float("GAIA_FEED_JOIN_SECONDS", default=5.0)
 GAIA_FEED_BATCH_RATE = env.float("GAIA_FEED_BATCH_RATE", default=250.0)
 
 # The MCP servers a Responses client may have Gaia call for it (its {"type": "mcp"} tools):
-# streamable HTTP URLs, exact, or a prefix ending in "*". Empty (the default): none. Gaia never
+# streamable HTTP URLs, compared parsed (agents/selectors/urls.py): scheme, host and port
+# exactly, and the path exactly, or, with a trailing "*", any path under it on a segment
+# boundary ("http://h:8000/mcp*": /mcp, /mcp/x, not /mcpx). Empty (the default): none. Gaia never
 # starts a process or reaches an address only because a client asked.
 GAIA_MCP_ALLOWED_URLS = env.list("GAIA_MCP_ALLOWED_URLS", default=[])
+
+# What one request may make its agents do, whatever the model asks (agents/turns/budget.py):
+# past a limit the call is not run and the model gets an error result saying which limit, and
+# the request still answers. Rounds of tools per turn are each agent's own max_steps.
+GAIA_MAX_TOOL_CALLS_PER_ROUND = env.int("GAIA_MAX_TOOL_CALLS_PER_ROUND", default=16)
+# Turns (the first one's and every delegated one's) and threads one request may start, counted
+# over the whole tree of agents asking agents.
+GAIA_MAX_TURNS_PER_REQUEST = env.int("GAIA_MAX_TURNS_PER_REQUEST", default=20)
+GAIA_MAX_THREADS_PER_REQUEST = env.int("GAIA_MAX_THREADS_PER_REQUEST", default=20)
+# Client turns one process runs at once; one more is answered 503 with Retry-After at once
+# (agents.turns.admission; 0: no limit). One process (one event loop, one core) stops gaining
+# requests/s at about 16 turns in flight (issue 37: 149/s at c=16, every turn beyond waits in
+# line): twice that keeps an admitted turn within about twice its unloaded time; a provider
+# that takes seconds per turn (turns that mostly wait) may want more, and --workers multiply it.
+GAIA_MAX_TURNS_IN_FLIGHT = env.int("GAIA_MAX_TURNS_IN_FLIGHT", default=32)
+# Delegated turns of one request running at once at each depth (the others wait their turn).
+GAIA_MAX_CONCURRENT_DELEGATIONS = env.int("GAIA_MAX_CONCURRENT_DELEGATIONS", default=4)
+# A tool's result as the model, the feed and the thread get it (the rest is cut, and said so).
+GAIA_MAX_TOOL_RESULT_CHARS = env.int("GAIA_MAX_TOOL_RESULT_CHARS", default=20_000)
+# Tool calls of one thread waiting for an approval (an operator's or a Responses client's).
+GAIA_MAX_PENDING_APPROVALS = env.int("GAIA_MAX_PENDING_APPROVALS", default=10)
+# What an agent's memory keeps per scope (a key's, or a user's as the key named them): facts
+# of at most this many characters (a longer one is refused), the newest this many (a new one
+# past it forgets the oldest). Every turn with memory ranks them (agents.selectors.memory).
+GAIA_MEMORY_MAX_FACTS = env.int("GAIA_MEMORY_MAX_FACTS", default=200)
+GAIA_MEMORY_MAX_FACT_CHARS = env.int("GAIA_MEMORY_MAX_FACT_CHARS", default=500)
 
 # Gaia's logs (one gaia.access line per /v1 and /api request among them): plain text, or one
 # JSON object per line whose fields a log pipeline can index.

@@ -10,8 +10,8 @@ from drf_spectacular.views import (
     SpectacularSwaggerView,
 )
 
-from agents import views as pages
 from agents.apis import ApiNotFoundApi
+from agents.pages import views as pages
 from openai_api.apis import HealthApi, NotFoundApi, RootApi
 
 # The API docs' pages may load only this server's files: Redoc's bundle draws a logo from
@@ -65,5 +65,5 @@ urlpatterns = [
     path("api/redoc", RedocView.as_view(url_name="api-schema"), name="api-redoc"),
     re_path(r"^api(/[\s\S]*)?$", ApiNotFoundApi.as_view()),  # [\s\S]: newlines too
     path("runs/", include("benchmarks.urls_ui")),  # the benchmark pages
-    path("", include("agents.urls_ui")),  # the operator pages; keep last
+    path("", include("agents.pages.urls")),  # the operator pages; keep last
 ]

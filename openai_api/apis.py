@@ -20,10 +20,11 @@ from django.utils.decorators import method_decorator
 from django.views import View
 from django.views.decorators.csrf import csrf_exempt
 
-from agents import llm, selectors, services, turns
-from agents.authentication import raw_api_key
-from agents.database import run_db
-from agents.exceptions import (
+from agents import selectors, services, turns
+from agents.http.authentication import raw_api_key
+from agents.infra.database import run_db
+from agents.kernel import llm
+from agents.kernel.exceptions import (
     GaiaError,
     InvalidRequest,
     MethodNotAllowed,
@@ -31,12 +32,12 @@ from agents.exceptions import (
     PayloadTooLarge,
 )
 from agents.models import ApiKey
-from openai_api.dialects import messages, responses
+from openai_api.dialects import embeddings, messages, responses
 from openai_api.dialects.base import Dialect
 from openai_api.dialects.common import parse_json
 from openai_api.errors import error_response
-from openai_api.sessions import session_from_headers, user_from_headers
-from openai_api.sse import sse_response, sse_stream
+from openai_api.sessions import client_identity, session_from_headers, user_from_headers
+from openai_api.sse import sse_response, sse_stream, turn_headers
 
 log = logging.getLogger("gaia.api")
 
@@ -111,8 +112,9 @@ class HealthApi(V1View):
             await run_db(services.api_key_authenticate, raw=raw, scope=ApiKey.Scope.OPERATOR)
         report = await selectors.health_report()
         status = 200 if report["status"] == "ok" else 503
-        if raw is None:
-            return json_response({"status": report["status"]}, status=status)
+        if raw is None:  # and whether it takes turns (an operator's stop)
+            return json_response({"status": report["status"],
+                                  "organism": report["organism"]["state"]}, status=status)
         return json_response(report, status=status)
 
     head = get
@@ -195,8 +197,11 @@ class ModelCreateApi(V1View):
         dialect = self.dialect
         parsed = dialect.parse(data)
         canonical = parsed.request
-        canonical.user = canonical.user or user_from_headers(request.headers)
         thread_id, session_key = session_from_headers(request.headers)
+        # a client's packed metadata (Claude Code's user_id) named as the client, its session
+        canonical.user, session_key = client_identity(
+            user=canonical.user or user_from_headers(request.headers),
+            headers=request.headers, session_key=session_key)
         try:
             turn = await turns.turn_open(
                 target=target, api_key=key, request=canonical, dialect=dialect.name,
@@ -210,12 +215,28 @@ class ModelCreateApi(V1View):
         if not parsed.stream:
             result = await turn.collect(await turn.first(wait=3600))
             return json_response(dialect.render(parsed, turn, result),
-                                 headers=turn.reply_headers())
+                                 headers=turn_headers(turn))
         frames = await dialect.frames(parsed, turn)
         response = sse_response()
         keepalive = settings.GAIA_KEEPALIVE_SECONDS
         first = await turn.first(wait=keepalive)
         return sse_stream(response, turn, first, keepalive, frames)
+
+
+class EmbeddingCreateApi(V1View):
+    """``POST /v1/embeddings``: parse, authorize as a turn is, embed
+    (:func:`agents.turns.embeddings_create`: bounded, counted, on the feed), render."""
+
+    http_method_names = ["post", "options"]
+
+    async def post(self, request: HttpRequest) -> HttpResponse:
+        data, key, target = await parse_and_authorize(request)
+        parsed = embeddings.parse_request(data)
+        embedded = await turns.embeddings_create(target=target, api_key=key,
+                                                 inputs=parsed.inputs,
+                                                 dimensions=parsed.dimensions)
+        return json_response(embeddings.render(parsed, embedded, model=target.slug),
+                             headers={"X-Gaia-Provider": embedded.provider})
 
 
 class ResponseDetailApi(V1View):

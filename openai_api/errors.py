@@ -7,7 +7,7 @@ from typing import Any
 
 from django.http import HttpResponse
 
-from agents.exceptions import GaiaError
+from agents.kernel.exceptions import GaiaError
 
 OPENAI_TYPES = {
     "invalid_request": "invalid_request_error",

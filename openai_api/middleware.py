@@ -19,7 +19,7 @@ from django.conf import settings
 from django.core.exceptions import DisallowedHost
 from django.http import HttpRequest, HttpResponse
 
-from agents.exceptions import InvalidRequest
+from agents.kernel.exceptions import InvalidRequest
 from openai_api.errors import error_response
 
 log = logging.getLogger("gaia.requests")
@@ -79,7 +79,7 @@ class ApiEdgeMiddleware:
         logged = path.startswith(("/v1/", "/api/")) or path == "/api"
         if logged:
             started = time.perf_counter()
-            request.gaia_facts = {}  # views add what they know (agents.authentication.note)
+            request.gaia_facts = {}  # views add what they know (agents.http.authentication.note)
         if settings.GAIA_DEBUG_REQUESTS and path.startswith("/v1/"):
             try:
                 log.debug("raw request\n%s", describe_request(request))

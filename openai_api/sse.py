@@ -20,7 +20,7 @@ from typing import Any
 from django.http import StreamingHttpResponse
 
 from agents import turns
-from agents.exceptions import GaiaError
+from agents.kernel.exceptions import GaiaError
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
@@ -64,9 +64,15 @@ def sse_stream(response: StreamingHttpResponse, turn: turns.TurnLike, first: Any
     """``response`` with ``turn``'s events (``first`` and the rest) as its body, and the
     turn's reply headers."""
     response.streaming_content = _body(turn, first, keepalive, frames)
-    for name, value in turn.reply_headers().items():
+    for name, value in turn_headers(turn).items():
         response[name] = value
     return response
+
+
+def turn_headers(turn: turns.TurnLike) -> dict[str, str]:
+    """A reply's headers: the turn's own (thread, provider...) and the hosted tools it left
+    out (``X-Gaia-Dropped-Tools``: agents.tools.hosted)."""
+    return {**turn.reply_headers(), **turn.spec.hosted.headers()}
 
 
 async def _body(turn: turns.TurnLike, first: Any, keepalive: float, frames: Frames) -> Any:

@@ -1,13 +1,16 @@
 from django.urls import path, re_path
 
 from openai_api import apis
-from openai_api.dialects import chat, messages, responses
+from openai_api.dialects import chat, completions, messages, responses
 
 urlpatterns = [
     path("models", apis.ModelListApi.as_view(), name="v1-models"),
     re_path(r"^models/(?P<model_id>.+)$", apis.ModelDetailApi.as_view(), name="v1-model"),
     path("chat/completions", apis.ModelCreateApi.as_view(dialect=chat.DIALECT),
          name="v1-chat"),
+    path("completions", apis.ModelCreateApi.as_view(dialect=completions.DIALECT),
+         name="v1-completions"),
+    path("embeddings", apis.EmbeddingCreateApi.as_view(), name="v1-embeddings"),
     path("responses", apis.ModelCreateApi.as_view(dialect=responses.DIALECT),
          name="v1-responses"),
     re_path(r"^responses/(?P<response_id>[^/]+)$", apis.ResponseDetailApi.as_view(),

@@ -83,7 +83,10 @@ class GaiaServer:
                 self.process.wait(5)
 
 
-def start_gaia(tmp_dir: Path, env: dict[str, str] | None = None) -> GaiaServer:
+def start_gaia(tmp_dir: Path, env: dict[str, str] | None = None, *, server: str = "uvicorn"
+               ) -> GaiaServer:
+    """A Gaia server process; ``server="daphne"`` starts it as ``gaia api start --server
+    daphne`` does (the CLI itself, which execs daphne in its own process)."""
     port = free_port()
     log_path = tmp_dir / f"gaia-{port}.log"
     full_env = {
@@ -103,20 +106,23 @@ def start_gaia(tmp_dir: Path, env: dict[str, str] | None = None) -> GaiaServer:
     cmd = [sys.executable, "-m", "uvicorn", "gaia_site.asgi:application", "--host", "127.0.0.1",
            "--port", str(port), "--lifespan", "on", "--loop", "uvloop", "--http", "httptools",
            "--timeout-graceful-shutdown", "2"]
+    if server == "daphne":
+        cmd = [sys.executable, "-m", "gaia_site.cli", "api", "start", "--server", "daphne",
+               "--host", "127.0.0.1", "--port", str(port)]
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(cmd, cwd=ROOT, env=full_env, stdout=log, stderr=subprocess.STDOUT)
-    server = GaiaServer(f"http://127.0.0.1:{port}", proc, log_path)
+    gaia = GaiaServer(f"http://127.0.0.1:{port}", proc, log_path)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"Gaia exited early:\n{server.log()}")
+            raise RuntimeError(f"Gaia exited early:\n{gaia.log()}")
         try:
-            httpx.get(server.url + "/health", timeout=1)
-            return server
+            httpx.get(gaia.url + "/health", timeout=1)
+            return gaia
         except httpx.HTTPError:
             time.sleep(0.1)
-    server.stop()
-    raise RuntimeError(f"Gaia did not start:\n{server.log()}")
+    gaia.stop()
+    raise RuntimeError(f"Gaia did not start:\n{gaia.log()}")
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -124,7 +130,7 @@ def _close_db_threads(django_db_setup: Any) -> Iterator[None]:
     """In-process requests leave connections on Gaia's database threads; close them before
     the test database is dropped."""
     yield
-    from agents.database import close_db_threads
+    from agents.infra.database import close_db_threads
 
     close_db_threads()
 

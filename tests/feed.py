@@ -40,7 +40,7 @@ class FeedListener:
     async def _listen(self) -> None:
         from channels_redis.core import RedisChannelLayer
 
-        from agents.realtime import FEED_GROUP
+        from agents.outlet.realtime import FEED_GROUP
 
         layer = RedisChannelLayer(hosts=[self.url])
         channel = await layer.new_channel()

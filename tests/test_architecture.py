@@ -1,6 +1,7 @@
 """The house's layers hold (../shared/STYLE.md, "Layers that stay true"): the import contracts in
-pyproject.toml pass ``lint-imports`` (import-linter), a broken one fails it, and no source file
-outgrows the size a reader takes in."""
+pyproject.toml pass ``lint-imports`` (import-linter), a broken one fails it, and no file a
+reader of the house reads (Python, the pages' scripts and templates, ``scripts/``) outgrows the
+size a reader takes in."""
 
 from __future__ import annotations
 
@@ -13,7 +14,10 @@ from tests.conftest import ROOT
 
 LINT_IMPORTS = str(Path(sys.executable).with_name("lint-imports"))
 MAX_LINES = 500
-SOURCES = ("agents", "openai_api", "benchmarks", "mesh", "gaia_site", "scripts")
+SOURCES = ("agents", "openai_api", "benchmarks", "mesh", "gaia_site", "scripts", "templates")
+SIZED = ("*.py", "*.js", "*.html")  # Python, the pages' scripts, the templates
+EVERY_FILE = ("scripts",)  # shell too
+SKIPPED = {"migrations", "vendor", "__pycache__"}  # generated, or third-party kept as written
 
 
 def lint_imports(cwd: Path, *args: str, pythonpath: Path | None = None
@@ -64,13 +68,39 @@ ancestors = ["core"]
     assert "no circles BROKEN" in done.stdout, done.stdout
 
 
-def test_no_source_file_is_over_500_lines() -> None:
-    long = {}
+def long_files(root: Path) -> dict[str, int]:
+    """The files under ``root``'s source trees with more than MAX_LINES lines."""
+    found: set[Path] = set()
     for top in SOURCES:
-        for path in (ROOT / top).rglob("*.py"):
-            if "migrations" in path.parts:
-                continue
-            lines = path.read_text().count("\n")
-            if lines > MAX_LINES:
-                long[str(path.relative_to(ROOT))] = lines
-    assert long == {}
+        patterns = ("*",) if top in EVERY_FILE else SIZED
+        for pattern in patterns:
+            found.update(p for p in (root / top).rglob(pattern)
+                         if p.is_file() and not SKIPPED & set(p.relative_to(root).parts))
+    long = {}
+    for path in found:
+        lines = path.read_bytes().count(b"\n")
+        if lines > MAX_LINES:
+            long[str(path.relative_to(root))] = lines
+    return long
+
+
+def test_no_source_file_is_over_500_lines() -> None:
+    assert long_files(ROOT) == {}
+
+
+def test_the_size_rule_sees_scripts_templates_and_the_scripts_dir(tmp_path: Path) -> None:
+    """A long page script, template or shell script is seen; vendored and generated files,
+    and a file just at the limit, are not."""
+    too_long, at_limit = "x\n" * (MAX_LINES + 1), "x\n" * MAX_LINES
+    for name, text in {"agents/static/gaia/page.js": too_long, "templates/ui/page.html": too_long,
+                       "benchmarks/templates/benchmarks/run.html": too_long,
+                       "scripts/bootstrap.sh": too_long, "mesh/core.py": too_long,
+                       "agents/static/gaia/vendor/lib.js": too_long,
+                       "agents/migrations/0001_initial.py": too_long,
+                       "openai_api/fine.js": at_limit, "gaia_site/notes.txt": too_long}.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    assert long_files(tmp_path) == {
+        "agents/static/gaia/page.js": 501, "templates/ui/page.html": 501,
+        "benchmarks/templates/benchmarks/run.html": 501, "scripts/bootstrap.sh": 501,
+        "mesh/core.py": 501}

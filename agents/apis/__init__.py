@@ -7,7 +7,7 @@ selectors' ``thread_public``, ``message_public``, ``agent_list_public`` and ``or
 Auth: an API key with the ``operator`` scope (``Authorization: Bearer`` or ``X-API-Key``), or a
 logged-in staff session (CSRF enforced on unsafe methods). No credentials: 401; a key without
 the scope, or a non-staff user: 403. Every error, DRF's or Gaia's, leaves as
-``{"detail": ..., "code": ..., "param": ...}`` (:mod:`agents.rest`, the edge shared with the
+``{"detail": ..., "code": ..., "param": ...}`` (:mod:`agents.http.rest`, the edge shared with the
 benchmarks API), never a traceback or a page.
 
 DRF views are sync: under ASGI they run on Django's worker thread, so the ORM is fine here;
@@ -22,7 +22,7 @@ from typing import Any
 
 from asgiref.sync import async_to_sync
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema, extend_schema_serializer, inline_serializer
+from drf_spectacular.utils import extend_schema, extend_schema_serializer
 from rest_framework import exceptions, serializers, status
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
@@ -30,19 +30,26 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agents import selectors, services, turns
-from agents.authentication import (
+from agents.http.authentication import (
     OperatorKeyAuthentication,
     StaffSessionAuthentication,
     note,
 )
+from agents.http.rest import (
+    GaiaApi,
+    JsonOnly,
+    PaginationFilter,
+    StrictSerializer,
+    paginated_schema,
+    sort_field,
+)
 from agents.models import ApiKey, Message, Thread
-from agents.rest import GaiaApi, JsonOnly, PaginationFilter, StrictSerializer, sort_field
 
 log = logging.getLogger("gaia.api")
 
 
 # ---------------------------------------------------------------------------------------------
-# Who may call it (the rest of the edge is agents.rest)
+# Who may call it (the rest of the edge is agents.http.rest)
 
 
 class IsOperator(BasePermission):
@@ -67,7 +74,10 @@ class OperatorApi(GaiaApi):
 
 class OrganismOutput(serializers.Serializer):
     name = serializers.CharField()
-    status = serializers.CharField()
+    status = serializers.CharField(help_text="running, or stopped: no new turn (POST "
+                                   "/organism/stop).")
+    status_since = serializers.DateTimeField(allow_null=True)
+    status_by = serializers.CharField()
     uptime_seconds = serializers.IntegerField()
     agent_count = serializers.IntegerField()
     active_threads = serializers.IntegerField()
@@ -143,6 +153,10 @@ class MessageOutput(serializers.Serializer):
                                   "did.")
     note = serializers.CharField(allow_null=True, help_text="What Gaia did to serve the turn "
                                  "(e.g. trimmed the oldest turns to fit the window).")
+    dropped_tools = serializers.ListField(
+        child=serializers.CharField(), allow_null=True,
+        help_text="Hosted tools the client sent (web_search...) that no tool of the agent "
+        "provides: left out of what reached the model (X-Gaia-Dropped-Tools).")
 
     def get_fields(self) -> dict[str, Any]:
         fields = super().get_fields()
@@ -160,15 +174,6 @@ class ThreadDetailOutput(ThreadOutput):
         "`before` (null: these are the first).")
     messages_older = serializers.CharField(
         allow_null=True, help_text="The URL of the page before this one (null: none).")
-
-
-def _paginated(item: type[serializers.Serializer], name: str) -> Any:
-    return inline_serializer(name=name, fields={
-        "count": serializers.IntegerField(),
-        "next": serializers.URLField(allow_null=True),
-        "previous": serializers.URLField(allow_null=True),
-        "results": item(many=True),
-    })
 
 
 # ---------------------------------------------------------------------------------------------
@@ -238,7 +243,7 @@ class ThreadListApi(OperatorApi):
 
     @extend_schema(parameters=[FilterSerializer], summary="Threads, most recently active first",
                    operation_id="threads_list",
-                   responses=_paginated(ThreadOutput, "PaginatedThreads"))
+                   responses=paginated_schema("PaginatedThreads", ThreadOutput))
     def get(self, request: Request) -> Response:
         f = self.filters(self.FilterSerializer)
         filters = {k: f.get(k) for k in ("status", "agent", "since", "until", "q", "run")}
@@ -285,7 +290,7 @@ class ThreadMessageListApi(OperatorApi):
 
     @extend_schema(parameters=[FilterSerializer], summary="A thread's messages, in order",
                    operation_id="threads_messages_list",
-                   responses=_paginated(MessageOutput, "PaginatedThreadMessages"))
+                   responses=paginated_schema("PaginatedThreadMessages", MessageOutput))
     def get(self, request: Request, thread_id: str) -> Response:
         self.filters(self.FilterSerializer)
         thread = selectors.thread_get(thread_id=thread_id)
@@ -305,7 +310,7 @@ class MessageListApi(OperatorApi):
 
     @extend_schema(parameters=[FilterSerializer], summary="Every stored message, newest first",
                    operation_id="messages_list",
-                   responses=_paginated(MessageOutput, "PaginatedMessages"))
+                   responses=paginated_schema("PaginatedMessages", MessageOutput))
     def get(self, request: Request) -> Response:
         f = self.filters(self.FilterSerializer)
         rows = selectors.message_list(thread_id=f.get("thread"), agent=f.get("agent"),
@@ -349,15 +354,14 @@ class InjectApi(OperatorApi):
     @extend_schema(request=InputSerializer, responses={202: OutputSerializer},
                    summary="Send a message to an agent; its reply follows in the background")
     def post(self, request: Request) -> Response:
-        serializer = self.InputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        data = serializer.validated_data
-        note(request, agent=data["to"])
-        thread_id = data.get("thread_id")
+        # One parser for the body, the feed's inject command's too (the serializer above is
+        # the schema's description of it): the same input gets the same answer on both.
+        data = turns.inject_parse(request.data)
+        note(request, agent=data.to)
+        thread_id = data.thread_id
         api_key = request.auth if isinstance(request.auth, ApiKey) else None
         prepared = turns.inject_prepare(
-            to=data["to"], payload=data["payload"],
-            thread_id=str(thread_id) if thread_id else None, api_key=api_key,
+            to=data.to, payload=data.payload, thread_id=thread_id, api_key=api_key,
             operator=None if api_key is not None else request.user.get_username(),
             actor=services.audit_actor_of_request(request))
         injected = async_to_sync(turns.turn_inject)(prepared)

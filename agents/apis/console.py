@@ -3,8 +3,9 @@ creation), providers (``/providers``: credentials write-only, and a connection t
 audit trail every operator action leaves (``/audit``).
 
 Keys and providers need a staff session (an API key, even an operator's, cannot make or
-widen keys: that would let a key grant itself more). The audit trail is read by anyone who may
-operate. Each class calls one selector or service, as the admin's forms do.
+widen keys: that would let a key grant itself more). The audit trail is read by staff and by
+operator keys with no agent list (:func:`agents.selectors.audit_read_check`). Each class calls
+one selector or service, as the admin's forms do.
 """
 
 from __future__ import annotations
@@ -17,12 +18,19 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from agents import selectors, services
-from agents.apis import OperatorApi, _paginated
-from agents.authentication import StaffSessionAuthentication, note, raw_api_key
+from agents.apis import OperatorApi
 from agents.backends import backend_probe
-from agents.exceptions import InvalidRequest
+from agents.http.authentication import StaffSessionAuthentication, note, raw_api_key
+from agents.http.rest import (
+    GaiaApi,
+    PaginationFilter,
+    SlugName,
+    StrictSerializer,
+    paginated_schema,
+    sort_field,
+)
+from agents.kernel.exceptions import InvalidRequest
 from agents.models import Agent, ApiKey, AuditEvent, Provider
-from agents.rest import GaiaApi, PaginationFilter, SlugName, StrictSerializer, sort_field
 
 
 class IsStaff(BasePermission):
@@ -67,6 +75,9 @@ class KeyOutput(serializers.Serializer):
     revoked_at = serializers.CharField(allow_null=True)
     last_used_at = serializers.CharField(allow_null=True)
     requests_per_minute = serializers.IntegerField(help_text="0: unlimited.")
+    users_across_keys = serializers.BooleanField(
+        help_text="Trusted to speak for users across keys: the users it names are everyone's "
+        "(their memory is shared by every trusted key). False: a user it names is its own.")
     created_at = serializers.CharField()
 
 
@@ -83,6 +94,8 @@ class KeyInput(StrictSerializer):
     expires_at = serializers.DateTimeField(required=False, allow_null=True)
     requests_per_minute = serializers.IntegerField(required=False, min_value=0,
                                                    max_value=1_000_000)
+    users_across_keys = serializers.BooleanField(
+        required=False, help_text="Trust it to speak for users across keys (default false).")
 
     def validate_scopes(self, value: list[str]) -> list[str]:
         return list(dict.fromkeys(value))
@@ -106,7 +119,7 @@ class KeyListApi(StaffApi):
 
     @extend_schema(parameters=[FilterSerializer], operation_id="keys_list",
                    summary="API keys, newest first (never a secret)",
-                   responses=_paginated(KeyOutput, "PaginatedKeys"))
+                   responses=paginated_schema("PaginatedKeys", KeyOutput))
     def get(self, request: Request) -> Response:
         f = self.filters(self.FilterSerializer)
         return self.paginated(selectors.key_list(state=f.get("state"), q=f.get("q"),
@@ -123,6 +136,7 @@ class KeyListApi(StaffApi):
             name=data["name"], scopes=data["scopes"], agents=_agents_named(data.get("agents")),
             owner=request.user, expires_at=data.get("expires_at"),
             requests_per_minute=data.get("requests_per_minute", 0),
+            users_across_keys=data.get("users_across_keys", False),
             actor=services.audit_actor_of_request(request))
         note(request, created_key=key.prefix)
         body = {**KeyOutput(selectors.key_public(selectors.key_get(key_id=key.pk))).data,
@@ -146,7 +160,7 @@ class KeyDetailApi(StaffApi):
         return Response(KeyOutput(selectors.key_public(selectors.key_get(key_id=key_id))).data)
 
     @extend_schema(request=KeyUpdateInput, responses=KeyOutput, operation_id="keys_update",
-                   summary="Change a key's name, scopes, agents, expiry or rate")
+                   summary="Change a key's name, scopes, agents, expiry, rate or trust")
     def patch(self, request: Request, key_id: int) -> Response:
         key = selectors.key_get(key_id=key_id)
         serializer = KeyUpdateInput(data=request.data)
@@ -227,7 +241,7 @@ class ProviderListApi(StaffApi):
 
     @extend_schema(parameters=[FilterSerializer], operation_id="providers_list",
                    summary="Providers (never a credential)",
-                   responses=_paginated(ProviderOutput, "PaginatedProviders"))
+                   responses=paginated_schema("PaginatedProviders", ProviderOutput))
     def get(self, request: Request) -> Response:
         f = self.filters(self.FilterSerializer)
         return self.paginated(selectors.provider_list(sort=f.get("sort")),
@@ -308,8 +322,10 @@ class AuditListApi(OperatorApi):
 
     @extend_schema(parameters=[FilterSerializer], operation_id="audit_list",
                    summary="Who did what, when and from where; newest first",
-                   responses=_paginated(AuditOutput, "PaginatedAudit"))
+                   responses=paginated_schema("PaginatedAudit", AuditOutput))
     def get(self, request: Request) -> Response:
+        selectors.audit_read_check(
+            api_key=request.auth if isinstance(request.auth, ApiKey) else None, user=request.user)
         f = self.filters(self.FilterSerializer)
         rows = selectors.audit_list(action=f.get("action"), actor=f.get("actor"),
                                     target=f.get("target"), since=f.get("since"),

@@ -15,10 +15,15 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from agents import selectors, services
-from agents.apis import OperatorApi, _paginated
-from agents.authentication import note
+from agents.apis import OperatorApi
+from agents.http.authentication import note
+from agents.http.rest import PaginationFilter, StrictSerializer, paginated_schema
 from agents.models import ApiKey, Approval
-from agents.rest import PaginationFilter, StrictSerializer
+
+
+def _key(request: Request) -> ApiKey | None:
+    """The request's operator key (``None``: a staff session)."""
+    return request.auth if isinstance(request.auth, ApiKey) else None
 
 
 class ApprovalOutput(serializers.Serializer):
@@ -50,7 +55,7 @@ class ApprovalListApi(OperatorApi):
 
     @extend_schema(parameters=[FilterSerializer], operation_id="approvals_list",
                    summary="Tool calls waiting for an operator's decision, newest first",
-                   responses=_paginated(ApprovalOutput, "PaginatedApprovals"))
+                   responses=paginated_schema("PaginatedApprovals", ApprovalOutput))
     def get(self, request: Request) -> Response:
         f = self.filters(self.FilterSerializer)
         wanted = f.get("status", Approval.Status.PENDING)
@@ -98,7 +103,9 @@ class ApprovalDecideApi(OperatorApi):
 
 class MemoryOutput(serializers.Serializer):
     id = serializers.IntegerField()
-    scope = serializers.CharField(help_text="Whose fact: key:<id> or user:<name>.")
+    scope = serializers.CharField(help_text="Whose fact: key:<id>, key:<id>/user:<name> (a "
+                                  "user as that key named them), user:<name> (named by a key "
+                                  "trusted across keys) or anonymous/user:<name>.")
     text = serializers.CharField()
     thread_id = serializers.CharField(allow_null=True, help_text="Where it was learnt.")
     created_at = serializers.CharField()
@@ -106,17 +113,19 @@ class MemoryOutput(serializers.Serializer):
 
 class AgentMemoryListApi(OperatorApi):
     class FilterSerializer(PaginationFilter):
-        scope = serializers.CharField(required=False, max_length=320, trim_whitespace=False)
+        scope = serializers.CharField(required=False, max_length=340, trim_whitespace=False)
 
     OutputSerializer = MemoryOutput
 
     @extend_schema(parameters=[FilterSerializer], operation_id="agents_memories_list",
                    summary="What the agent remembers, newest first",
-                   responses=_paginated(MemoryOutput, "PaginatedMemories"))
+                   responses=paginated_schema("PaginatedMemories", MemoryOutput))
     def get(self, request: Request, slug: str) -> Response:
         f = self.filters(self.FilterSerializer)
         agent = selectors.agent_get(slug=slug)
         note(request, agent=agent.slug)
+        # what one key's users told an agent is read only by a key that may act for it
+        selectors.api_key_agent_check(api_key=_key(request), agent=agent, param="slug")
         rows = selectors.memory_list(agent_id=agent.pk, scope=f.get("scope"))
         return self.paginated(rows, selectors.memory_public, self.OutputSerializer)
 
@@ -131,5 +140,6 @@ class AgentMemoryDetailApi(OperatorApi):
     def delete(self, request: Request, slug: str, memory_id: str) -> Response:
         agent = selectors.agent_get(slug=slug)
         note(request, agent=agent.slug)
+        selectors.api_key_agent_check(api_key=_key(request), agent=agent, param="slug")
         services.memory_delete(agent=agent, memory_id=memory_id)
         return Response(status=status.HTTP_204_NO_CONTENT)

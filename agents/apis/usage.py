@@ -12,7 +12,7 @@ from rest_framework.response import Response
 
 from agents import selectors
 from agents.apis import OperatorApi
-from agents.rest import StrictSerializer
+from agents.http.rest import StrictSerializer
 from agents.selectors.usage import BUCKETS, RANGES
 
 

@@ -7,6 +7,7 @@ A provider edited in the admin gets a fresh backend on the next request (the cac
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import importlib
 import logging
@@ -14,9 +15,18 @@ import os
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
+from agents.backends.completion import completion_as_chat
 from agents.backends.upstream import Redactor
-from agents.exceptions import BackendError, BackendOverloaded, GaiaError
-from agents.llm import Backend, Event, LLMRequest, ReasoningDelta, TextDelta, ToolCallDelta, Usage
+from agents.kernel.exceptions import BackendError, BackendOverloaded, GaiaError
+from agents.kernel.llm import (
+    Backend,
+    Event,
+    LLMRequest,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallDelta,
+    Usage,
+)
 
 log = logging.getLogger("gaia.backends")
 
@@ -75,6 +85,15 @@ def provider_credential(provider: Provider) -> str:
     return ""
 
 
+def provider_settings(provider: Provider) -> dict[str, Any]:
+    """What a backend that calls a remote provider is made of (its constructor's keywords):
+    the provider's name, ``base_url``, credential, default model, timeout and a copy of its
+    options."""
+    return {"name": provider.name, "base_url": provider.base_url,
+            "api_key": provider_credential(provider), "default_model": provider.default_model,
+            "timeout": float(provider.timeout_seconds), "options": dict(provider.options or {})}
+
+
 # Imported on first use of each kind: the SDKs behind some kinds take seconds to import, and
 # a server whose agents never use them should not pay for it (or stall its first request).
 BACKEND_CLASSES = {
@@ -83,6 +102,20 @@ BACKEND_CLASSES = {
     "anthropic": "agents.backends.anthropic_backend:AnthropicBackend",
     "local": "agents.backends.local:LocalBackend",
 }
+
+
+def provider_embedding_model(provider: Provider) -> str | None:
+    """The embedding model ``/v1/embeddings`` of an agent on ``provider`` uses, read from its
+    configuration (no backend is built): the ``local`` kind's package-shipped one
+    (:mod:`agents.backends.local_raw`), an ``openai`` provider's ``options.embedding_model``;
+    ``None``: it does not embed."""
+    if provider.kind == "local":
+        from agents.backends.local_raw import EMBEDDING_MODEL
+
+        return EMBEDDING_MODEL
+    if provider.kind == "openai":
+        return str((provider.options or {}).get("embedding_model") or "") or None
+    return None
 
 
 def _factory(kind: str) -> Callable[[Provider], Backend] | None:
@@ -95,6 +128,22 @@ def _factory(kind: str) -> Callable[[Provider], Backend] | None:
     except ImportError as exc:
         raise BackendError(f"Provider kind {kind!r} is not available here ({exc}).") from exc
     return getattr(module, class_name).from_provider
+
+
+def backends_preload(kinds: Any) -> list[str]:
+    """Import the backend of each of these provider kinds (those in use), and so its HTTP
+    library: aiohttp loads the default TLS certificates when it is imported (about 1.2 s),
+    which a process's first call to an OpenAI-kind provider did on the event loop, every
+    client waiting. The server runs this on a thread before it serves (gaia_site.lifespan);
+    a kind first used later is imported on first use. The kinds imported."""
+    loaded = []
+    for kind in sorted(set(kinds)):
+        try:
+            if _factory(kind) is not None:
+                loaded.append(kind)
+        except BackendError:
+            continue  # said again on first use, where a turn reports it
+    return loaded
 
 
 def backend_for(provider: Provider) -> Backend:
@@ -118,6 +167,17 @@ def _semaphore(provider: Provider) -> asyncio.Semaphore:
     return held[1]
 
 
+@contextlib.asynccontextmanager
+async def provider_semaphore(provider: Provider) -> AsyncIterator[None]:
+    """Hold one of the provider's ``max_concurrency`` slots (a caller bounds the wait)."""
+    semaphore = _semaphore(provider)
+    await semaphore.acquire()
+    try:
+        yield
+    finally:
+        semaphore.release()
+
+
 async def backend_stream(
     provider: Provider, request: LLMRequest, *, queue_timeout: float | None = None,
     on_sent: Callable[[], None] | None = None,
@@ -128,9 +188,11 @@ async def backend_stream(
     first event and to every gap between events: a stalled upstream becomes a
     :class:`BackendTimeout` instead of a hung client. Closing the iterator closes the backend.
     """
-    from agents.exceptions import BackendTimeout
+    from agents.kernel.exceptions import BackendTimeout
 
     backend = backend_for(provider)
+    if not getattr(backend, "completes", False):  # /v1/completions asked of a chat model
+        request = completion_as_chat(request)
     timeout = provider.timeout_seconds
     semaphore = _semaphore(provider)
     try:
@@ -144,6 +206,7 @@ async def backend_stream(
     stream = backend.stream(request, on_sent=on_sent)
     gaps: _GapWatch | None = None
     redactor = Redactor(provider_secrets(provider))
+    redacting = bool(redactor)  # asked once, not per event
     try:
         async with asyncio.timeout(None) as deadline:
             gaps = _GapWatch(deadline, timeout)
@@ -156,7 +219,7 @@ async def backend_stream(
                         yield kind(text)
                     return
                 except GaiaError as exc:
-                    if redactor:
+                    if redacting:
                         for kind, text in redactor.flush():
                             yield kind(text)
                         exc.message = redactor.text(exc.message)
@@ -176,7 +239,7 @@ async def backend_stream(
                 gaps.waiting = False
                 if isinstance(event, Usage):
                     event = usage_clamped(event)
-                elif redactor:
+                elif redacting:
                     if isinstance(event, TextDelta | ReasoningDelta):
                         text = redactor.feed(type(event), event.text)
                         if text:
@@ -292,7 +355,7 @@ async def backend_probe(provider: Provider, *, model: str | None = None) -> dict
     (never a credential: a provider error's message is the one clients see)."""
     import time
 
-    from agents.llm import Message, TextDelta, TextPart
+    from agents.kernel.llm import Message, TextDelta, TextPart
 
     request = LLMRequest(model=model or provider.default_model, system="",
                          messages=[Message(role="user", parts=(TextPart(PROBE_PROMPT),))],

@@ -22,10 +22,10 @@ import weakref
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
-from agents.backends import provider_headers
+from agents.backends import provider_headers, provider_settings
 from agents.backends.upstream import load_sdk, map_sdk_error, upstream_error_text
-from agents.exceptions import BackendError, BackendRateLimited
-from agents.llm import (
+from agents.kernel.exceptions import BackendError, BackendRateLimited
+from agents.kernel.llm import (
     Event,
     Finish,
     ImagePart,
@@ -151,12 +151,7 @@ class AnthropicBackend:
 
     @classmethod
     def from_provider(cls, provider: Any) -> AnthropicBackend:
-        from agents.backends import provider_credential
-
-        return cls(name=provider.name, base_url=provider.base_url,
-                   api_key=provider_credential(provider),
-                   default_model=provider.default_model,
-                   timeout=float(provider.timeout_seconds), options=dict(provider.options or {}))
+        return cls(**provider_settings(provider))
 
     def client(self) -> anthropic.AsyncAnthropic:
         import anthropic

@@ -38,8 +38,8 @@ import re
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from agents.exceptions import BackendError, BackendRateLimited, BackendTimeout
-from agents.llm import (
+from agents.kernel.exceptions import BackendError, BackendRateLimited, BackendTimeout
+from agents.kernel.llm import (
     Event,
     Finish,
     LLMRequest,

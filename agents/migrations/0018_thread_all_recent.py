@@ -4,7 +4,7 @@ Built online on PostgreSQL (CREATE INDEX CONCURRENTLY, so this migration is not 
 
 from django.db import migrations, models
 
-from agents.migration_ops import AddIndexOnline
+from agents.infra.migration_ops import AddIndexOnline
 
 
 class Migration(migrations.Migration):

@@ -14,7 +14,7 @@ UPDATE per thread per DELETE, however many rows it deletes); SQLite: a row trigg
 
 from django.db import migrations, models
 
-from agents.migration_ops import vendor_sql
+from agents.infra.migration_ops import vendor_sql
 
 ADD_COLUMN = ("ALTER TABLE agents_thread ADD COLUMN messages_removed integer NOT NULL "
               "DEFAULT 0 CHECK (messages_removed >= 0)")

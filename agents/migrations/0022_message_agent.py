@@ -16,7 +16,7 @@ SQLite does the same steps (one writer: the batches only bound each transaction)
 
 from django.db import migrations, models, transaction
 
-from agents.migration_ops import AddIndexOnline, vendor_sql
+from agents.infra.migration_ops import AddIndexOnline, vendor_sql
 
 BATCH = 20_000
 

@@ -13,7 +13,7 @@ counted twice.
 import django.db.models.deletion
 from django.db import migrations, models
 
-from agents.migration_ops import vendor_sql
+from agents.infra.migration_ops import vendor_sql
 
 SHARDS = 64  # MessageTally.SHARDS
 TALLY = "agents_agentmessagetally"

@@ -12,7 +12,7 @@ the table takes (3-4 ms for 100,000 threads here), so no thread is missed or cou
 
 from django.db import migrations, models
 
-from agents.migration_ops import vendor_sql
+from agents.infra.migration_ops import vendor_sql
 
 SHARDS = 64  # MessageTally.SHARDS
 TALLY = "agents_threadtally"

@@ -13,7 +13,7 @@ PostgreSQL has no such setting (its trigram indexes are GIN).
 
 from django.db import migrations
 
-from agents.migration_ops import vendor_sql
+from agents.infra.migration_ops import vendor_sql
 
 TABLES = ("agents_message_fts", "agents_thread_title_fts")
 

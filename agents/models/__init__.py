@@ -6,6 +6,7 @@ from __future__ import annotations
 from agents.models.agents import (
     APPROVAL_HELP,
     BUILTIN_TOOLS,
+    HOSTED_KINDS,
     SECRET_MASK,
     SLUG_VALIDATOR,
     Agent,
@@ -19,6 +20,7 @@ from agents.models.agents import (
     approval_rule_valid,
     options_masked,
     options_unmasked,
+    tool_offered,
 )
 from agents.models.audit import (
     AuditEvent,
@@ -55,6 +57,7 @@ __all__ = [
     "Approval",
     "BUILTIN_TOOLS",
     "ConfigStamp",
+    "HOSTED_KINDS",
     "KnowledgeBase",
     "KnowledgeChunk",
     "KnowledgeDocument",
@@ -75,4 +78,5 @@ __all__ = [
     "approval_rule_valid",
     "options_masked",
     "options_unmasked",
+    "tool_offered",
 ]

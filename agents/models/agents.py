@@ -72,13 +72,31 @@ class Provider(models.Model):
 SECRET_MASK = "[hidden]"  # noqa: S105 - a write-only value as shown; sent back, keeps the stored one
 
 
+def secrets_masked(values: dict | None, *, env_names_shown: bool = False) -> dict:
+    """Write-only ``values`` (header or environment values) as clients see them: each value
+    :data:`SECRET_MASK`; with ``env_names_shown``, a value that only names an environment
+    variable (``env:NAME``) as it is. :func:`secrets_unmasked` reads a masked value back."""
+    return {k: v if env_names_shown and isinstance(v, str) and v.startswith("env:")
+            else SECRET_MASK for k, v in (values or {}).items()}
+
+
+def secrets_unmasked(new: dict | None, stored: dict | None, *,
+                     missing: str | None = None) -> dict:
+    """``new`` write-only values with each :data:`SECRET_MASK` sent back replaced by the
+    ``stored`` value of its key. A masked key ``stored`` lacks is dropped, or, given
+    ``missing``, set to that."""
+    stored = stored or {}
+    return {k: stored.get(k, missing) if v == SECRET_MASK else v
+            for k, v in (new or {}).items()
+            if v != SECRET_MASK or k in stored or missing is not None}
+
+
 def options_masked(options: dict | None) -> dict:
+    """A provider's ``options`` with its ``extra_headers`` values masked (``env:NAME`` shown)."""
     options = dict(options or {})
     headers = options.get("extra_headers")
     if isinstance(headers, dict):
-        options["extra_headers"] = {
-            k: v if isinstance(v, str) and v.startswith("env:") else SECRET_MASK
-            for k, v in headers.items()}
+        options["extra_headers"] = secrets_masked(headers, env_names_shown=True)
     return options
 
 
@@ -88,15 +106,51 @@ def options_unmasked(new: dict | None, stored: dict | None) -> dict:
     new = dict(new or {})
     headers = new.get("extra_headers")
     if isinstance(headers, dict):
-        old = (stored or {}).get("extra_headers") or {}
-        new["extra_headers"] = {
-            k: (old[k] if v == SECRET_MASK else v) for k, v in headers.items()
-            if v != SECRET_MASK or k in old}
+        new["extra_headers"] = secrets_unmasked(
+            headers, (stored or {}).get("extra_headers") or {})
     return new
 
 
 # The built-in tools an agent's ``tools`` may name (agents.tools.builtins runs them).
 BUILTIN_TOOLS = ("calculator", "current_time", "knowledge_search", "remember", "recall")
+
+# What a client's hosted tool asks for (agents.tools.hosted): an agent's ``provides`` maps one of
+# these to a tool of its own that serves it.
+HOSTED_KINDS = ("web_search", "file_search", "code_interpreter", "image_generation",
+                "computer_use", "local_shell", "shell", "apply_patch", "web_fetch",
+                "code_execution")
+HOSTED_POLICIES = [("drop", "drop (left out, the reply says so)"), ("refuse", "refuse (400)")]
+HOSTED_HELP = ("A hosted tool a client sends (OpenAI's web_search, file_search..., "
+               "Anthropic's server tools) that none of the agent's tools provides: dropped "
+               "(left out of what reaches the model; the reply names it in "
+               "X-Gaia-Dropped-Tools) or refused (400 unsupported_tool).")
+
+
+def tool_offered(tools: list[str], name: str) -> bool:
+    """Whether an agent whose ``tools`` are these runs the tool the model knows as ``name``
+    (a built-in, ``mcp__<server>__<tool>``, ``agent__<slug>``)."""
+    if name in tools:
+        return name in BUILTIN_TOOLS
+    kind, _, rest = name.partition("__")
+    if kind == "mcp":
+        return f"mcp:{rest.partition('__')[0]}" in tools and "__" in rest
+    return kind == "agent" and f"agent:{rest}" in tools
+
+
+def provides_valid(value: object, tools: list[str]) -> str | None:
+    """Why ``value`` is not an agent's ``provides`` setting for these ``tools`` (None: it is)."""
+    if not isinstance(value, dict):
+        return 'A mapping of hosted tool to one of the agent\'s tools, e.g. {"web_search": ' \
+               '"mcp__search__search"}.'
+    for kind, name in value.items():
+        if kind not in HOSTED_KINDS:
+            return f"{kind!r} is not a hosted tool ({', '.join(HOSTED_KINDS)})."
+        if not isinstance(name, str) or not tool_offered(tools, name):
+            return (f"{kind}: {name!r} is not one of the agent's tools as its model sees it "
+                    "(a built-in, mcp__<server>__<tool> of an mcp:<server> it has, "
+                    "agent__<slug> of an agent:<slug> it has).")
+    return None
+
 
 APPROVAL_HELP = ('"never", "always", or a list of tool names (as the model sees them) that '
                  "wait for an operator's decision.")
@@ -150,6 +204,14 @@ class Agent(models.Model):
     approval_timeout_seconds = models.FloatField(
         default=300.0, validators=[MinValueValidator(1.0)],
         help_text="A tool call waiting for approval longer than this is denied.")
+    hosted_tools = models.CharField(max_length=10, default="drop", choices=HOSTED_POLICIES,
+                                    help_text=HOSTED_HELP)
+    provides = models.JSONField(
+        default=dict, blank=True,
+        help_text='Hosted tools the agent\'s own tools serve: {"web_search": '
+        '"mcp__search__search"} (a tool of its list, as the model sees it). A client that '
+        "sends web_search then gets that tool's calls as web search (Responses "
+        "web_search_call items).")
     temperature = models.FloatField(null=True, blank=True)
     top_p = models.FloatField(null=True, blank=True)
     max_input_tokens = models.PositiveIntegerField(default=8192)
@@ -201,6 +263,9 @@ class Agent(models.Model):
             raise ValidationError({"tools": "A list of tool names."})
         if not approval_rule_valid(self.require_approval):
             raise ValidationError({"require_approval": APPROVAL_HELP})
+        why = provides_valid(self.provides, self.tools)
+        if why is not None:
+            raise ValidationError({"provides": why})
 
 
 class AgentFallback(models.Model):
@@ -305,6 +370,11 @@ class ConfigStamp(models.Model):
     """
 
     version = models.CharField(max_length=32)
+    # The organism's state (``POST /api/v1/organism/stop`` and ``/start``): kept on this row
+    # so that every process reads it again when the stamp changes, as it does a paused agent.
+    organism_stopped = models.BooleanField(default=False)
+    organism_state_at = models.DateTimeField(null=True, blank=True)
+    organism_state_by = models.CharField(max_length=320, blank=True, default="")
 
     class Meta:
         verbose_name = "configuration stamp"
@@ -350,6 +420,16 @@ class McpServer(models.Model):
     @property
     def transport(self) -> str:
         return "stdio" if self.command else "http"
+
+    def secrets_masked(self, field: str) -> dict:
+        """``env`` or ``headers`` as exports, config views and the admin show them: every
+        value :data:`SECRET_MASK` (write-only; ``headers_env`` only names variables)."""
+        return secrets_masked(getattr(self, field))
+
+    def secrets_kept(self, field: str, new: dict | None) -> dict:
+        """``new`` values for ``env`` or ``headers`` with each :data:`SECRET_MASK` replaced
+        by this row's stored value (``""`` for a key it does not have)."""
+        return secrets_unmasked(new, getattr(self, field), missing="")
 
     def clean(self) -> None:
         from django.core.exceptions import ValidationError

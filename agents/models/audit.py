@@ -15,8 +15,12 @@ class AuditEvent(models.Model):
         PAUSE = "pause"
         RESUME = "resume"
         RELOAD = "reload"
+        STOP = "stop"  # the organism: no new turn (POST /api/v1/organism/stop)
+        START = "start"
         APPROVE = "approve"
         DENY = "deny"
+        EXPIRE = "expire"  # an approval nobody decided in time (actor: system)
+        REFUSE = "refuse"  # a call refused: its thread had too many approvals waiting
         RUN_CANCEL = "run_cancel"
         RUN_RESUME = "run_resume"
         KEY_CREATE = "key_create"
@@ -32,7 +36,8 @@ class AuditEvent(models.Model):
                              on_delete=models.SET_NULL, related_name="+")
     api_key = models.ForeignKey("agents.ApiKey", null=True, blank=True,
                                 on_delete=models.SET_NULL, related_name="+")
-    channel = models.CharField(max_length=20, help_text="rest, ws, page or admin.")
+    channel = models.CharField(max_length=20,
+                               help_text="rest, ws, page, admin, v1 (a client) or system.")
     ip = models.GenericIPAddressField(null=True, blank=True)
     action = models.CharField(max_length=32, choices=Action.choices)
     target = models.CharField(max_length=300, help_text="agent:<slug>, thread:<id>, run:<id>, "

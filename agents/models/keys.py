@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-from agents.models.agents import Agent
+from agents.models.agents import HOSTED_HELP, HOSTED_POLICIES, Agent
 
 
 class ApiKey(models.Model):
@@ -30,6 +30,15 @@ class ApiKey(models.Model):
     revoked_at = models.DateTimeField(null=True, blank=True)
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
     requests_per_minute = models.PositiveIntegerField(default=0, help_text="0 = unlimited.")
+    hosted_tools = models.CharField(
+        max_length=10, default="drop", choices=HOSTED_POLICIES,
+        help_text=HOSTED_HELP + " Refused if the key or the agent says refuse.")
+    users_across_keys = models.BooleanField(
+        "trusted to speak for users across keys", default=False,
+        help_text="The end users this key names (the request's user field or a user header) are "
+        "the same people whichever key names them: its turns read every key's facts about a "
+        "user and write to the memory every trusted key shares. Off: a user this key names is "
+        "its own (alice of this key is not alice of another key).")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

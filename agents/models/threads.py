@@ -7,7 +7,7 @@ from typing import Any
 
 from django.db import models
 
-from agents import llm
+from agents.kernel import llm
 from agents.models.agents import Agent
 from agents.models.keys import ApiKey
 
@@ -134,6 +134,9 @@ class Message(models.Model):
         help_text="What Gaia did to serve this turn (e.g. the oldest turns it trimmed to fit "
         "the model's window).",
     )
+    dropped_tools = models.JSONField(
+        null=True, blank=True, help_text="Hosted tools the client sent that no tool of the "
+        "agent provides, left out of what reached the model (agents.tools.hosted).")
     latency_ms = models.PositiveIntegerField(null=True, blank=True)
     ttft_ms = models.PositiveIntegerField("time to first token (ms)", null=True, blank=True)
     dialect = models.CharField(max_length=20, blank=True)
@@ -141,9 +144,10 @@ class Message(models.Model):
     provider = models.CharField(
         max_length=100, blank=True, help_text="The provider that produced this reply."
     )
-    # Who spoke to whom; blank: derived from the role (the client and the thread's agent).
-    sender = models.CharField(max_length=100, blank=True)
-    recipient = models.CharField(max_length=100, blank=True)
+    # Who spoke to whom; blank: derived from the role (the client and the thread's agent). A
+    # round of tool calls names each tool it calls once, cut to fit (agents.turns.loop).
+    sender = models.CharField(max_length=300, blank=True)
+    recipient = models.CharField(max_length=300, blank=True)
     internal = models.BooleanField(
         default=False, help_text="An agent's own work (a team's inner messages, the tool calls "
         "it ran itself), not part of the conversation the client holds.",

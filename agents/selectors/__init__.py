@@ -4,16 +4,23 @@ reaches every one of them."""
 from __future__ import annotations
 
 from agents.selectors.access import (
+    OrganismState,
     access_cache,
     access_cache_current,
     access_cache_drop,
     agent_cached,
     agent_provider_chain_load,
     api_key_agent_check,
+    api_key_agent_ids,
     api_key_cached,
+    api_key_may_use,
     api_keys_load,
+    audit_read_check,
     config_version,
     config_version_nowait,
+    organism_state,
+    organism_state_cached,
+    organism_state_current,
 )
 from agents.selectors.agents import (
     AGENT_ORDERING,
@@ -62,13 +69,15 @@ from agents.selectors.history import (
 )
 from agents.selectors.knowledge import (
     knowledge_retrieve,
+    knowledge_search,
     passages_prompt,
 )
 from agents.selectors.memory import (
-    MAX_SCOPE_FACTS,
     memory_list,
     memory_public,
     memory_recall,
+    memory_scope,
+    memory_search,
 )
 from agents.selectors.threads import (
     THREAD_ORDERING,
@@ -110,6 +119,9 @@ __all__ = [
     "agent_last_error",
     "audit_list",
     "audit_public",
+    "api_key_agent_ids",
+    "api_key_may_use",
+    "audit_read_check",
     "key_get",
     "key_list",
     "key_public",
@@ -121,11 +133,14 @@ __all__ = [
     "usage_summary",
     "usage_window",
     "INJECT_PAYLOAD_SCHEMA",
-    "MAX_SCOPE_FACTS",
     "REDACTED",
     "access_cache",
     "access_cache_current",
     "access_cache_drop",
+    "OrganismState",
+    "organism_state",
+    "organism_state_cached",
+    "organism_state_current",
     "api_key_agent_check",
     "agent_cached",
     "agent_config",
@@ -146,9 +161,12 @@ __all__ = [
     "health_report",
     "iso",
     "knowledge_retrieve",
+    "knowledge_search",
     "memory_list",
     "memory_public",
     "memory_recall",
+    "memory_search",
+    "memory_scope",
     "message_count_of_agent",
     "message_list",
     "thread_messages_page",

@@ -10,9 +10,9 @@ from typing import Any
 from django.db import connection
 from django.db.models import OuterRef, Subquery
 
-from agents.exceptions import NotFound
+from agents.kernel.exceptions import NotFound
 from agents.models import Agent, ApiKey, Thread
-from agents.ordering import Ordering
+from agents.selectors.ordering import Ordering
 from agents.selectors.threads import iso
 
 

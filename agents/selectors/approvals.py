@@ -8,7 +8,7 @@ from typing import Any
 
 from django.db.models import QuerySet
 
-from agents.exceptions import NotFound
+from agents.kernel.exceptions import NotFound
 from agents.models import Approval
 from agents.selectors.threads import iso
 

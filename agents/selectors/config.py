@@ -8,8 +8,10 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from django.conf import settings
+from django.db.models import Count
 
-from agents.models import Agent, Provider
+from agents.models import Agent, KnowledgeBase, McpServer, Provider, RoutingPolicy, Team
+from agents.selectors.agents import agent_peers
 from agents.selectors.threads import iso
 
 REDACTED = "[redacted]"
@@ -60,47 +62,131 @@ def provider_config(provider: Provider) -> dict[str, Any]:
     }
 
 
-def agent_config(agent: Agent, *, provider: bool = True) -> dict[str, Any]:
-    """An agent's configuration (what ``gaia agents export`` writes, plus its state fields);
-    with its sanitised provider unless ``provider=False`` (the organism config lists
-    providers once)."""
+def mcp_server_config(server: McpServer) -> dict[str, Any]:
+    """An MCP server as operators see it: ``env`` and ``headers`` values hidden as
+    ``gaia agents export`` hides them, ``headers_env`` naming variables, not their values."""
+    return {
+        "name": server.name,
+        "transport": server.transport,
+        "command": server.command or None,
+        "args": list(server.args or []),
+        "env": server.secrets_masked("env"),
+        "url": _url_sanitised(server.url),
+        "headers": server.secrets_masked("headers"),
+        "headers_env": dict(server.headers_env or {}),
+        "allowed_tools": list(server.allowed_tools or []),
+        "require_approval": server.require_approval,
+        "timeout_seconds": server.timeout_seconds,
+        "enabled": server.enabled,
+    }
+
+
+def _refs(agent: Agent, kind: str) -> list[str]:
+    """The names of ``agent``'s ``<kind>:<name>`` tools (``agent:`` delegates, ``mcp:``
+    servers)."""
+    return [t[len(kind) + 1:] for t in agent.tools or [] if isinstance(t, str)
+            and t.startswith(f"{kind}:")]
+
+
+def _teams_of() -> dict[int, list[str]]:
+    """Each agent's teams (as leader or member), by agent id."""
+    out: dict[int, set[str]] = {}
+    for team in Team.objects.prefetch_related("memberships"):
+        for agent_id in {team.leader_id, *(m.agent_id for m in team.memberships.all())}:
+            out.setdefault(agent_id, set()).add(team.slug)
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def agent_config(agent: Agent, *, provider: bool = True,
+                 peers: dict[str, set[str]] | None = None,
+                 teams: dict[int, list[str]] | None = None) -> dict[str, Any]:
+    """An agent's configuration (what ``gaia agents export`` writes, plus its state, its
+    teams and peers); with its sanitised provider, fallback providers and MCP servers unless
+    ``provider=False`` (the organism config lists those once)."""
+    peers = agent_peers() if peers is None else peers
+    teams = _teams_of() if teams is None else teams
+    fallbacks = [f.provider for f in agent.fallbacks.all()]
     out: dict[str, Any] = {
         "slug": agent.slug,
         "display_name": agent.display_name,
         "description": agent.description,
         "instructions": agent.instructions,
         "provider": agent.provider.name,
+        "fallback_providers": [p.name for p in fallbacks],
         "upstream_model": agent.upstream_model or None,
         "model": agent.model_name,
         "tools": list(agent.tools or []),
+        "mcp_servers": _refs(agent, "mcp"),
+        "delegates_to": _refs(agent, "agent"),
+        "peers": sorted(peers.get(agent.slug, ())),
+        "teams": teams.get(agent.pk, []),
+        "knowledge_bases": sorted(kb.slug for kb in agent.knowledge_bases.all()),
         "memory": agent.memory,
         "max_steps": agent.max_steps,
         "tool_budget_seconds": agent.tool_budget_seconds,
         "max_turn_seconds": agent.max_turn_seconds,
         "require_approval": agent.require_approval,
         "approval_timeout_seconds": agent.approval_timeout_seconds,
+        "hosted_tools": agent.hosted_tools,
+        "provides": dict(agent.provides or {}),
         "temperature": agent.temperature,
         "top_p": agent.top_p,
         "max_input_tokens": agent.max_input_tokens,
         "max_output_tokens": agent.max_output_tokens,
+        "context_overflow": agent.context_overflow,
         "enabled": agent.enabled,
+        "listed": agent.listed,
         "paused": agent.paused,
         "created_at": iso(agent.created_at),
         "updated_at": iso(agent.updated_at),
     }
     if provider:
         out["provider_config"] = provider_config(agent.provider)
+        out["fallback_provider_configs"] = [provider_config(p) for p in fallbacks]
+        out["mcp_server_configs"] = [mcp_server_config(s) for s in McpServer.objects.filter(
+            name__in=out["mcp_servers"]).order_by("name")]
     return out
 
 
+def routing_config() -> dict[str, Any]:
+    """How the model id ``auto`` picks an agent (the defaults when no policy is stored)."""
+    policy = RoutingPolicy.objects.select_related("router", "default_agent").first()
+    policy = policy or RoutingPolicy()
+    return {
+        "router": policy.router.slug if policy.router else None,
+        "ranker": "router agent" if policy.router else "bm25",
+        "default_agent": policy.default_agent.slug if policy.default_agent else None,
+        "router_timeout_seconds": policy.router_timeout_seconds,
+    }
+
+
 def organism_config() -> dict[str, Any]:
-    """Every provider and agent, sanitised (reference 003's ``/organism/config``)."""
+    """Every provider, agent, team, knowledge base and MCP server and the ``auto`` routing,
+    sanitised (reference 003's ``/organism/config``)."""
+    peers, teams = agent_peers(), _teams_of()
+    agents = (Agent.objects.select_related("provider").order_by("slug")
+              .prefetch_related("fallbacks__provider", "knowledge_bases"))
     return {
         "name": settings.GAIA_ORGANISM_NAME,
         "mode": "redis" if settings.REDIS_URL else "single-process",
         "providers": [provider_config(p) for p in Provider.objects.order_by("name")],
-        "agents": [agent_config(a, provider=False)
-                   for a in Agent.objects.select_related("provider").order_by("slug")],
+        "agents": [agent_config(a, provider=False, peers=peers, teams=teams) for a in agents],
+        "teams": [{
+            "slug": t.slug, "model": f"team/{t.slug}", "display_name": t.display_name,
+            "description": t.description, "mode": t.mode, "leader": t.leader.slug,
+            "members": [m.agent.slug for m in t.memberships.all()],
+            "max_total_tokens": t.max_total_tokens, "max_seconds": t.max_seconds,
+            "member_timeout_seconds": t.member_timeout_seconds, "enabled": t.enabled,
+        } for t in Team.objects.select_related("leader").order_by("slug")
+            .prefetch_related("memberships__agent")],
+        "routing": routing_config(),
+        "knowledge_bases": [{
+            "slug": kb.slug, "name": kb.name, "description": kb.description,
+            "chunk_chars": kb.chunk_chars, "chunk_overlap": kb.chunk_overlap,
+            "top_k": kb.top_k, "documents": kb.document_count,
+        } for kb in KnowledgeBase.objects.annotate(document_count=Count("documents"))
+            .order_by("slug")],
+        "mcp_servers": [mcp_server_config(s) for s in McpServer.objects.order_by("name")],
     }
 
 

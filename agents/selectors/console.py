@@ -10,10 +10,10 @@ from typing import Any
 from django.db.models import Count, QuerySet
 from django.utils import timezone
 
-from agents.exceptions import NotFound
+from agents.kernel.exceptions import NotFound
 from agents.models import ApiKey, AuditEvent, Provider
-from agents.ordering import Ordering
 from agents.selectors.config import provider_config
+from agents.selectors.ordering import Ordering
 from agents.selectors.threads import iso
 
 
@@ -69,7 +69,7 @@ def key_public(key: ApiKey) -> dict[str, Any]:
         "agents": sorted(a.slug for a in key.agents.all()),
         "expires_at": iso(key.expires_at), "revoked_at": iso(key.revoked_at),
         "last_used_at": iso(key.last_used_at), "requests_per_minute": key.requests_per_minute,
-        "created_at": iso(key.created_at),
+        "users_across_keys": key.users_across_keys, "created_at": iso(key.created_at),
     }
 
 

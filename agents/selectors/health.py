@@ -12,8 +12,9 @@ from django.conf import settings
 from django.db import connection
 from django.db.models import Sum
 
-from agents.database import run_db
+from agents.infra.database import run_db
 from agents.models import Agent, MessageTally, Thread
+from agents.selectors.access import organism_state
 
 _PROCESS_STARTED = time.monotonic()
 
@@ -25,10 +26,15 @@ def message_total() -> int:
 
 
 def organism_info() -> dict[str, Any]:
-    """Name, status, uptime (of this process), agent count, active threads, total messages."""
+    """Name, status (``running``/``stopped``, since when, by whom: ``POST
+    /api/v1/organism/stop``), uptime (of this process), agent count, active threads, total
+    messages."""
+    state = organism_state().public()
     return {
         "name": settings.GAIA_ORGANISM_NAME,
-        "status": "running",
+        "status": state["state"],
+        "status_since": state["since"],
+        "status_by": state["by"],
         "uptime_seconds": int(time.monotonic() - _PROCESS_STARTED),
         "agent_count": Agent.objects.filter(enabled=True).count(),
         "active_threads": Thread.objects.filter(status=Thread.Status.ACTIVE).count(),
@@ -37,10 +43,11 @@ def organism_info() -> dict[str, Any]:
     }
 
 
-def _database_check() -> None:
+def _database_check() -> dict[str, Any]:
     with connection.cursor() as cursor:
         cursor.execute("SELECT 1")
         cursor.fetchone()
+    return {"organism": organism_state().public()}
 
 
 async def _timed(check: Any) -> dict[str, Any]:
@@ -91,8 +98,11 @@ async def health_report() -> dict[str, Any]:
     )
     checks = {"database": database, "channel_layer": layer, "broker": broker}
     ok = all(c["status"] == "ok" for c in checks.values())
+    # Stopped by an operator the server is healthy (200), only not taking turns.
+    organism = database.pop("organism", {"state": "unknown"})
     return {
         "status": "ok" if ok else "unavailable",
+        "organism": organism,
         "checks": checks,
         "mode": "redis" if settings.REDIS_URL else "single-process",
     }

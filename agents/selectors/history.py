@@ -26,9 +26,9 @@ from typing import Any
 
 from django.db import connection
 
-from agents import llm
+from agents.infra.rows import rows_cursor
+from agents.kernel import llm
 from agents.models import Message, Thread
-from agents.rows import rows_cursor
 
 # Failed replies that said nothing are stored (the record) but not replayed to the provider.
 FAILED_FINISHES = ("error", "client_disconnected", "interrupted")

@@ -1,27 +1,28 @@
 """Which browser pages may use the operator surfaces (``/api`` over CORS, the ``/ws`` feed):
-one rule for both (:mod:`agents.middleware`)."""
+one rule for both (:mod:`agents.http.middleware`)."""
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit
-
 from django.conf import settings
 
-DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
+from agents.selectors.urls import Url, UrlRefused, url_parsed
+
+
+def _origin(origin: str) -> Url | None:
+    try:
+        url = url_parsed(origin.strip())
+    except UrlRefused:
+        return None
+    # An origin is scheme://host[:port]: a path, a query or userinfo is not one.
+    return url if url.path == "/" and not url.query else None
 
 
 def origin_normalized(origin: str) -> str | None:
     """``scheme://host:port`` in lower case with the port spelled out, or ``None`` for what is
-    not an http(s) origin (``null``, a file page, garbage)."""
-    try:
-        parts = urlsplit(origin.strip().lower())
-        port = parts.port
-    except ValueError:
-        return None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        return None
-    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
-    return f"{parts.scheme}://{host}:{port or DEFAULT_PORTS[parts.scheme]}"
+    not an http(s) origin (``null``, a file page, userinfo, a path, garbage): parsed by the
+    rules every URL allow-list follows (:mod:`agents.selectors.urls`)."""
+    url = _origin(origin)
+    return url.origin if url is not None else None
 
 
 def operator_origin_listed(origin: str) -> bool:
@@ -40,16 +41,11 @@ def operator_origin_allowed(origin: str | None, *, host: str) -> bool:
     the page's default one."""
     if origin is None:
         return True
-    page = origin_normalized(origin)
+    page = _origin(origin)
     if page is None:
         return False
-    try:
-        own = urlsplit(f"//{host.strip().lower()}")
-        own_port = own.port
-    except ValueError:
-        return False
-    parts = urlsplit(page)
-    if own.hostname and parts.hostname == own.hostname and parts.port == (
-            own_port or DEFAULT_PORTS[parts.scheme]):
+    # The Host header read as an authority of the page's scheme (its default port if none).
+    own = _origin(f"{page.scheme}://{host}") if host else None
+    if own is not None and (own.host, own.port) == (page.host, page.port):
         return True
     return operator_origin_listed(origin)

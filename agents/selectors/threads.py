@@ -12,10 +12,10 @@ from django.db import connections
 from django.db.models import BooleanField, F, Prefetch, Q, QuerySet, Subquery, Sum
 from django.db.models.expressions import Expression, RawSQL
 
-from agents import llm
-from agents.exceptions import NotFound
+from agents.kernel import llm
+from agents.kernel.exceptions import NotFound
 from agents.models import Agent, AgentMessageTally, ApiKey, Message, Thread, ThreadTally
-from agents.ordering import Ordering
+from agents.selectors.ordering import Ordering
 
 THREAD_ORDERING = Ordering(
     columns={"last_activity": "updated_at", "created_at": "created_at", "title": "title",
@@ -83,6 +83,7 @@ def message_public(row: Message, *, agent: str, client: str) -> dict[str, Any]:
         "passages": row.passages,
         "error": row.error or None,
         "note": row.note or None,
+        "dropped_tools": row.dropped_tools or None,  # hosted tools left out (agents.tools.hosted)
     }
 
 

@@ -13,7 +13,7 @@ from typing import Any
 from django.db import connection
 from django.utils import timezone
 
-from agents.exceptions import InvalidRequest, NotFound
+from agents.kernel.exceptions import InvalidRequest, NotFound
 from agents.models import Agent, ApiKey, UsageBucket
 from agents.models.usage import (
     BINS,

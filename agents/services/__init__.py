@@ -60,9 +60,15 @@ from agents.services.knowledge import (
 )
 from agents.services.leases import INTERRUPTED_ERROR, thread_leases_renew, thread_leases_sweep
 from agents.services.memory import (
-    MAX_FACT_CHARS,
     memory_delete,
     memory_remember,
+)
+from agents.services.organism import (
+    ORGANISM_STOPPED_RETRY_AFTER,
+    STOP_GRACE_MAX,
+    STOP_GRACE_SECONDS,
+    organism_running_turns_kill,
+    organism_set_stopped,
 )
 from agents.services.providers import (
     provider_save,
@@ -105,9 +111,13 @@ __all__ = [
     "KEY_PREFIX",
     "KNOWLEDGE_BASE_FIELDS",
     "KNOWLEDGE_INDEX_TASK",
-    "MAX_FACT_CHARS",
     "MCP_FIELDS",
     "NeedsDatabase",
+    "ORGANISM_STOPPED_RETRY_AFTER",
+    "STOP_GRACE_MAX",
+    "STOP_GRACE_SECONDS",
+    "organism_running_turns_kill",
+    "organism_set_stopped",
     "PROVIDER_FIELDS",
     "SECRET_FIELDS",
     "TEAM_FIELDS",

@@ -22,6 +22,11 @@ class Actor:
     ip: str | None = None
 
 
+# The system itself, where the trail must say what happened without anyone acting: an approval
+# nobody decided in time, a call refused because a budget was spent.
+SYSTEM = Actor(label="system", channel="system")
+
+
 def actor_label(*, user: Any = None, api_key: ApiKey | None = None) -> str:
     """``user:<name>`` for a staff user, ``key:<name> (<prefix>)`` for an API key: how an
     operator is named in the trail and on the messages they inject."""
@@ -53,8 +58,9 @@ def audit_actor_of_request(request: Any, *, channel: str = "rest") -> Actor:
 def audit_record(*, actor: Actor | None, action: str, target: str,
                  detail: dict[str, Any] | None = None) -> AuditEvent | None:
     """Store one action (``AuditEvent.Action``) on ``target``; ``detail`` says what changed
-    (never a secret: callers pass names, not values). ``actor=None`` is the system itself
-    (a timeout, a worker): nothing to account for, nothing stored."""
+    (never a secret: callers pass names, not values). ``actor=None``: nothing to account for
+    (a worker's routine), nothing stored; :data:`SYSTEM` for what Gaia did of its own accord
+    that the trail must show (an approval expired, a call refused by a budget)."""
     if actor is None:
         return None
     return AuditEvent.objects.create(

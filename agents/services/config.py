@@ -9,9 +9,10 @@ from typing import Any
 
 from django.db import transaction
 
-from agents import events, realtime
-from agents.exceptions import InvalidRequest
+from agents.kernel.exceptions import InvalidRequest
 from agents.models import Agent, ConfigStamp, Provider, options_unmasked
+from agents.outlet import events, realtime
+from agents.services.entries import entry_fields_known, entry_name
 from agents.services.tools import agent_tools_check, mcp_servers_export, mcp_servers_import
 
 
@@ -31,7 +32,7 @@ AGENT_FIELDS = ("display_name", "description", "instructions", "upstream_model",
                 "temperature", "top_p", "max_input_tokens", "max_output_tokens", "enabled",
                 "listed", "context_overflow", "tools", "memory", "max_steps",
                 "tool_budget_seconds", "max_turn_seconds", "require_approval",
-                "approval_timeout_seconds")
+                "approval_timeout_seconds", "hosted_tools", "provides")
 
 
 @dataclass
@@ -56,12 +57,8 @@ def agents_import(*, data: dict[str, Any], create_only: bool = False) -> ImportR
     report = ImportReport()
     providers: dict[str, Provider] = {p.name: p for p in Provider.objects.all()}
     for i, entry in enumerate(data.get("providers") or []):
-        if not isinstance(entry, dict) or not entry.get("name"):
-            raise InvalidRequest(f"providers[{i}] needs a name.")
-        name = entry["name"]
-        unknown = set(entry) - {"name", "api_key", *PROVIDER_FIELDS}
-        if unknown:
-            raise InvalidRequest(f"providers[{i}] ({name}): unknown fields {sorted(unknown)}.")
+        name = entry_name(entry, f"providers[{i}]", key="name")
+        entry_fields_known(entry, f"providers[{i}] ({name})", ("name", "api_key", *PROVIDER_FIELDS))
         values = {k: entry[k] for k in PROVIDER_FIELDS if k in entry}
         if "api_key" in entry:
             values["api_key_secret"] = entry["api_key"] or ""
@@ -82,18 +79,14 @@ def agents_import(*, data: dict[str, Any], create_only: bool = False) -> ImportR
             labels.extend(got)
     imported: list[tuple[int, Agent]] = []
     for i, entry in enumerate(data.get("agents") or []):
-        if not isinstance(entry, dict) or not entry.get("slug"):
-            raise InvalidRequest(f"agents[{i}] needs a slug.")
-        slug = entry["slug"]
+        slug = entry_name(entry, f"agents[{i}]")
         if entry.get("tool"):  # an export from before tools: say what replaced it
             raise InvalidRequest(
                 f"agents[{i}] ({slug}): 'tool' is gone (it had no effect on /v1; a benchmark "
                 "run picks its agents per role): give the agent 'tools' instead.")
         entry = {k: v for k, v in entry.items() if k != "tool"}
-        unknown = set(entry) - {"slug", "provider", "fallback_providers", "knowledge_bases",
-                                *AGENT_FIELDS}
-        if unknown:
-            raise InvalidRequest(f"agents[{i}] ({slug}): unknown fields {sorted(unknown)}.")
+        entry_fields_known(entry, f"agents[{i}] ({slug})", (
+            "slug", "provider", "fallback_providers", "knowledge_bases", *AGENT_FIELDS))
         agent = Agent.objects.filter(slug=slug).first() or Agent(slug=slug)
         if create_only and agent.pk is not None:
             report.unchanged.append(f"agent:{slug}")
@@ -135,13 +128,9 @@ def _team_import(i: int, entry: Any, report: ImportReport, *, create_only: bool)
     and :data:`TEAM_FIELDS`."""
     from agents.models import Team, TeamMember
 
-    if not isinstance(entry, dict) or not entry.get("slug"):
-        raise InvalidRequest(f"teams[{i}] needs a slug.")
-    slug = entry["slug"]
+    slug = entry_name(entry, f"teams[{i}]")
     what = f"teams[{i}] ({slug})"
-    unknown = set(entry) - {"slug", "leader", "members", *TEAM_FIELDS}
-    if unknown:
-        raise InvalidRequest(f"{what}: unknown fields {sorted(unknown)}.")
+    entry_fields_known(entry, what, ("slug", "leader", "members", *TEAM_FIELDS))
     team = Team.objects.filter(slug=slug).first() or Team(slug=slug)
     if create_only and team.pk is not None:
         report.unchanged.append(f"team:{slug}")
@@ -213,13 +202,9 @@ def _knowledge_base_import(i: int, entry: Any, report: ImportReport, *,
     from agents.models import KnowledgeBase
     from agents.services.knowledge import knowledge_document_add
 
-    if not isinstance(entry, dict) or not entry.get("slug"):
-        raise InvalidRequest(f"knowledge_bases[{i}] needs a slug.")
-    slug = entry["slug"]
-    unknown = set(entry) - {"slug", "documents", *KNOWLEDGE_BASE_FIELDS}
-    if unknown:
-        raise InvalidRequest(f"knowledge_bases[{i}] ({slug}): unknown fields "
-                             f"{sorted(unknown)}.")
+    slug = entry_name(entry, f"knowledge_bases[{i}]")
+    entry_fields_known(entry, f"knowledge_bases[{i}] ({slug})",
+                       ("slug", "documents", *KNOWLEDGE_BASE_FIELDS))
     kb = KnowledgeBase.objects.filter(slug=slug).first() or KnowledgeBase(slug=slug)
     if create_only and kb.pk is not None:
         report.unchanged.append(f"knowledge_base:{slug}")

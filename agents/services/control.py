@@ -5,8 +5,9 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
-from agents import events, realtime, selectors
+from agents import selectors
 from agents.models import Agent, ApiKey, Thread
+from agents.outlet import events, realtime
 from agents.services.audit import Actor, audit_record
 from agents.services.config import config_changed
 

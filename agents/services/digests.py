@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from agents import llm
+from agents.kernel import llm
 
 EMPTY_DIGEST = hashlib.sha256(b"gaia-thread").hexdigest()
 

@@ -9,9 +9,9 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from agents import events, realtime
+from agents.infra.rows import Add, rows_insert, rows_update
 from agents.models import Message, Thread
-from agents.rows import Add, rows_insert, rows_update
+from agents.outlet import events, realtime
 from agents.services.threads import TurnStart
 
 
@@ -58,7 +58,7 @@ def inner_messages_store(*, start: TurnStart, messages: list[InnerMessage],
             provider=m.provider, sender=m.sender, recipient=m.recipient, internal=True,
             passages=m.passages, tool_calls=m.tool_calls, tool_call_id=m.tool_call_id,
             error=m.error, dialect=dialect))
-    # The turn's own row writers (agents.rows): an agent's tool round writes here twice, and
+    # The turn's own row writers (agents.infra.rows): an agent's tool round writes here twice, and
     # through bulk_create() and update() with F() these two were 70 % of a step's server
     # time (scripts/perf/tools.py's profile).
     rows_insert(rows)

@@ -12,16 +12,21 @@ import uuid
 from django.db import transaction
 from django.utils import timezone
 
-from agents import events, realtime
-from agents.background import background_dispatch
-from agents.documents import MAX_DOCUMENT_BYTES, chunk_text, document_kind, document_sections
-from agents.exceptions import InvalidRequest
+from agents.infra.background import background_dispatch
+from agents.kernel.exceptions import InvalidRequest
 from agents.models import KnowledgeBase, KnowledgeChunk, KnowledgeDocument
+from agents.outlet import events, realtime
+from agents.services.documents import (
+    MAX_DOCUMENT_BYTES,
+    chunk_text,
+    document_kind,
+    document_sections,
+)
 
 log = logging.getLogger("gaia.knowledge")
 
 BATCH = 500  # chunks written per transaction (and per progress event)
-KNOWLEDGE_INDEX_TASK = "agents.knowledge_document_index"  # agents.tasks
+KNOWLEDGE_INDEX_TASK = "agents.knowledge_document_index"  # agents.services.tasks
 
 
 @transaction.atomic
@@ -69,7 +74,7 @@ def knowledge_base_reindex(*, knowledge_base: KnowledgeBase) -> int:
 
 def knowledge_document_index_schedule(*, document_id: int) -> None:
     """Index in the background: a Celery worker with Redis, else the embedded worker
-    (agents.background; Celery's eager mode would index inside the request)."""
+    (agents.infra.background; Celery's eager mode would index inside the request)."""
     background_dispatch(KNOWLEDGE_INDEX_TASK, document_id)
 
 

@@ -1,6 +1,6 @@
 """A turn's lease on its thread: taking one that expired records the turn that held it as
-interrupted (its process died); the running turns renew theirs; a sweep at server start
-records those left behind."""
+interrupted (its process died), and expires the approvals it waited for; the running turns
+renew theirs; a sweep at server start records those left behind."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from agents import events, realtime
-from agents.models import Agent, Message, Thread
+from agents.models import Agent, Approval, Message, Thread
+from agents.outlet import events, realtime
+from agents.services.audit import SYSTEM, audit_record
 from agents.services.digests import digest_chain
 from agents.services.usage import UsageTurn, usage_record
 
@@ -27,8 +28,9 @@ def lease_free(now: Any) -> Q:
 def thread_record_abandoned(*, thread: Thread, agent: Agent, now: Any) -> int:
     """Record that the turn which held ``thread``'s (now expired) lease never finished: an
     assistant message with finish reason ``interrupted`` holding the reply's text as far as
-    its last checkpoint, and the thread's ``last_error``; the feed hears of it. Call inside
-    the transaction that takes the lease. Returns the thread's new message count."""
+    its last checkpoint, and the thread's ``last_error``; the approvals it waited for are
+    ``expired`` (nobody is left to act on a decision); the feed hears of it. Call inside the
+    transaction that takes the lease. Returns the thread's new message count."""
     seq = thread.message_count
     key_id, text = Thread.objects.filter(pk=thread.pk).values_list(
         "api_key_id", "partial_reply").get()  # the reply as far as its last checkpoint
@@ -53,7 +55,27 @@ def thread_record_abandoned(*, thread: Thread, agent: Agent, now: Any) -> int:
         events.error(thread_id=thread.pk, agent=agent.slug, error=INTERRUPTED_ERROR),
     ):
         realtime.send_event_on_commit(e)
+    _approvals_expire(thread_id=thread.pk, now=now)
     return seq + 1
+
+
+def _approvals_expire(*, thread_id: Any, now: Any) -> None:
+    """The operators' approvals of ``thread_id`` still pending, whose turn died waiting:
+    ``expired`` by ``system`` (a denial no one can reverse), audited as a timeout's are. A
+    client's own MCP approvals stay: its next request answers them, not this turn."""
+    waiting = Approval.objects.filter(thread_id=thread_id, status=Approval.Status.PENDING,
+                                      decided_by_client=False)
+    for approval in waiting.select_related("agent"):
+        if not Approval.objects.filter(pk=approval.pk, status=Approval.Status.PENDING).update(
+                status=Approval.Status.EXPIRED, decided_at=now, decided_by="system",
+                reason=INTERRUPTED_ERROR):
+            continue  # decided meanwhile
+        approval.status, approval.decided_at = Approval.Status.EXPIRED, now
+        approval.decided_by, approval.reason = "system", INTERRUPTED_ERROR
+        realtime.send_event_on_commit(events.approval_decided(approval))
+        audit_record(actor=SYSTEM, action="expire", target=f"approval:{approval.pk}",
+                     detail={"agent": approval.agent.slug, "thread": str(thread_id),
+                             "tool": approval.tool, "reason": "interrupted"})
 
 
 def thread_leases_renew(*, tokens: list[str], lease_seconds: float) -> int:

@@ -9,7 +9,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from agents.exceptions import InvalidRequest
+from agents.kernel.exceptions import InvalidRequest
 from agents.models import Provider, options_unmasked
 from agents.services.audit import Actor, audit_record
 

@@ -9,8 +9,8 @@ import uuid
 
 from django.db import connection, transaction
 
+from agents.infra.rows import rows_update
 from agents.models import Thread
-from agents.rows import rows_update
 
 
 def thread_reply_checkpoint(*, thread_id: uuid.UUID, lock_token: str, text: str) -> bool:

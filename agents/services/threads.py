@@ -12,10 +12,12 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from agents import events, llm, realtime, selectors
-from agents.exceptions import NotFound
+from agents import selectors
+from agents.infra.rows import Add, rows_insert, rows_update
+from agents.kernel import llm
+from agents.kernel.exceptions import NotFound
 from agents.models import Agent, ApiKey, Message, Thread
-from agents.rows import Add, rows_insert, rows_update
+from agents.outlet import events, realtime
 from agents.selectors.history import FAILED_FINISHES  # noqa: F401 - services re-export it
 from agents.services.digests import digest_chain
 from agents.services.leases import lease_free, thread_record_abandoned
@@ -285,7 +287,7 @@ class TurnResult:
     text: str = ""
     reasoning: str = ""
     tool_calls: list[llm.ToolCall] = field(default_factory=list)
-    # The text's tokens' log probabilities (agents.llm.TokenLogprob), when asked and given:
+    # The text's tokens' log probabilities (agents.kernel.llm.TokenLogprob), when asked and given:
     # rendered in the reply, not stored.
     logprobs: list[Any] = field(default_factory=list)
     finish_reason: str = "stop"
@@ -302,11 +304,13 @@ class TurnResult:
     sender: str = ""  # who answered, when not the thread's agent (a team member)
     passages: list[dict[str, Any]] | None = None  # knowledge-base passages the model got
     note: str = ""  # what Gaia did to serve the turn, stored on the reply
-    # The agent's own tool calls (agents.llm.ToolActivity, ended) and the MCP servers' tool
+    dropped_tools: list[str] = field(default_factory=list)  # hosted tools left out
+    # The agent's own tool calls (agents.kernel.llm.ToolActivity, ended) and the MCP servers' tool
     # lists it was offered: stored as the turn's internal messages, rendered by the dialects.
     tool_steps: list[Any] = field(default_factory=list)
     tool_listings: list[Any] = field(default_factory=list)
-    # Calls a Responses client must approve (agents.llm.ApprovalRequest): the reply ends there.
+    # Calls a Responses client must approve (agents.kernel.llm.ApprovalRequest): the reply
+    # ends there.
     approval_requests: list[Any] = field(default_factory=list)
 
     @property
@@ -398,7 +402,7 @@ def _reply_row(reply: llm.Message, result: TurnResult, *, thread_id: Any, seq: i
                            agent_id=agent_id)
     for name in _REPLY_FIELDS:  # the result's figures, under the same names on the row
         setattr(row, name, getattr(result, name))
-    row.note = result.note[:500]
+    row.note, row.dropped_tools = result.note[:500], result.dropped_tools or None
     return row
 
 

@@ -7,8 +7,10 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 
-from agents.exceptions import InvalidRequest
-from agents.models import BUILTIN_TOOLS, SECRET_MASK, Agent, McpServer
+from agents.kernel.exceptions import InvalidRequest
+from agents.models import BUILTIN_TOOLS, Agent, McpServer
+from agents.selectors.urls import UrlRefused, url_parsed
+from agents.services.entries import entry_fields_known, entry_name
 
 MCP_FIELDS = ("command", "args", "env", "url", "headers", "headers_env", "allowed_tools",
               "require_approval", "enabled")
@@ -26,12 +28,8 @@ def mcp_servers_import(entries: Any, *, create_only: bool) -> tuple[list[str], l
     if not isinstance(entries, list):
         raise InvalidRequest("mcp_servers: a list of servers.")
     for i, entry in enumerate(entries):
-        if not isinstance(entry, dict) or not entry.get("name"):
-            raise InvalidRequest(f"mcp_servers[{i}] needs a name.")
-        name = str(entry["name"])
-        unknown = set(entry) - {"name", "timeout", *MCP_FIELDS}
-        if unknown:
-            raise InvalidRequest(f"mcp_servers[{i}] ({name}): unknown fields {sorted(unknown)}.")
+        name = str(entry_name(entry, f"mcp_servers[{i}]", key="name"))
+        entry_fields_known(entry, f"mcp_servers[{i}] ({name})", ("name", "timeout", *MCP_FIELDS))
         label = f"mcp_server:{name}"
         server = McpServer.objects.filter(name=name).first() or McpServer(name=name)
         if create_only and server.pk is not None:
@@ -42,9 +40,7 @@ def mcp_servers_import(entries: Any, *, create_only: bool) -> tuple[list[str], l
             values["timeout_seconds"] = entry["timeout"]
         for secret in SECRET_FIELDS:
             if isinstance(values.get(secret), dict):
-                stored = getattr(server, secret) or {}
-                values[secret] = {k: stored.get(k, "") if v == SECRET_MASK else v
-                                  for k, v in values[secret].items()}
+                values[secret] = server.secrets_kept(secret, values[secret])
         changed = [k for k, v in values.items() if getattr(server, k) != v]
         for k in changed:
             setattr(server, k, values[k])
@@ -55,6 +51,11 @@ def mcp_servers_import(entries: Any, *, create_only: bool) -> tuple[list[str], l
             server.full_clean()
         except ValidationError as exc:
             raise InvalidRequest(f"mcp_servers[{i}] ({name}): {exc.messages}") from exc
+        try:
+            if server.url:
+                url_parsed(server.url)  # the rules every URL Gaia calls or compares follows
+        except UrlRefused as exc:
+            raise InvalidRequest(f"mcp_servers[{i}] ({name}): url: {exc}.") from None
         (created if server.pk is None else updated).append(label)
         server.save()
     return created, updated, unchanged
@@ -68,7 +69,7 @@ def mcp_servers_export() -> list[dict[str, Any]]:
         for k in MCP_FIELDS:
             value = getattr(server, k)
             if k in SECRET_FIELDS:
-                value = dict.fromkeys(value or {}, SECRET_MASK)
+                value = server.secrets_masked(k)
             if value not in ("", [], {}, None) or k == "enabled":
                 entry[k] = value
         entry["timeout"] = server.timeout_seconds

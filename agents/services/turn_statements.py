@@ -18,8 +18,8 @@ from typing import Any
 
 from django.db import IntegrityError, connection, transaction
 
+from agents.infra.rows import rows_cursor, rows_insert_sql, rows_inserted, rows_update_sql
 from agents.models import Message, Thread
-from agents.rows import rows_cursor, rows_insert_sql, rows_inserted, rows_update_sql
 from agents.selectors.agents import leased_thread_sql
 from agents.services.usage import UsageTurn, usage_statements
 

@@ -7,13 +7,15 @@ again from those in SQL (a rebuild, and the migration that added 6-hour rows).""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 
+from agents.infra.rows import rows_cursor
 from agents.models import Message, UsageBucket
 from agents.models.usage import (
     DURATION_COLUMNS,
@@ -25,7 +27,6 @@ from agents.models.usage import (
     TTFT_COLUMNS,
     usage_bin,
 )
-from agents.rows import rows_cursor
 
 FAILED_KINDS = ("error", "client_disconnected", "interrupted", "killed")
 
@@ -115,29 +116,39 @@ def usage_statements(*, turns: Iterable[UsageTurn], full_minutes_only: bool = Fa
                     row[duration] = row.get(duration, 0) + 1
     if not rows:
         return [], 0
-    table = connection.ops.quote_name(UsageBucket._meta.db_table)
-    field = UsageBucket._meta.get_field("start")
+    db = connections[DEFAULT_DB_ALIAS]  # one look-up: the proxy's is per attribute
+    prep = UsageBucket._meta.get_field("start").get_db_prep_save
+    starts: dict[datetime, Any] = {}  # each span's start prepared once, not once per row
     statements: list[tuple[str, list[Any]]] = []
     # Rows of the same shape (the same bins) go in one statement.
     shapes: dict[tuple[str, ...], list[tuple[tuple[Any, ...], dict[str, int]]]] = {}
     for key, row in rows.items():
         shapes.setdefault(tuple(row), []).append((key, row))
     for columns, group in shapes.items():
-        names = _KEY + list(columns)
-        sets = ", ".join(f"{c} = {table}.{c} + excluded.{c}" for c in columns)
-        one = "(" + ", ".join(["%s"] * len(names)) + ")"
         for i in range(0, len(group), _ROWS_PER_STATEMENT):
             batch = group[i:i + _ROWS_PER_STATEMENT]
-            sql = (f"INSERT INTO {table} ({', '.join(names)}) VALUES "  # noqa: S608
-                   + ", ".join([one] * len(batch))
-                   + f" ON CONFLICT ({', '.join(_KEY)}) DO UPDATE SET {sets}")
             params: list[Any] = []
             for key, row in batch:
                 span, shape_, start, *rest = key
-                params += [span, int(shape_), field.get_db_prep_save(start, connection),
-                           *rest, *(row[c] for c in columns)]
-            statements.append((sql, params))
+                prepared = starts.get(start)
+                if prepared is None:
+                    prepared = starts[start] = prep(start, db)
+                params += [span, int(shape_), prepared, *rest, *map(row.__getitem__, columns)]
+            statements.append((_upsert_sql(db.vendor, columns, len(batch)), params))
     return statements, len(rows)
+
+
+@functools.lru_cache(maxsize=64)
+def _upsert_sql(vendor: str, columns: tuple[str, ...], count: int) -> str:
+    """The upsert of ``count`` rows with the bins ``columns`` (built once per shape: a turn
+    writes the same one or two every time)."""
+    table = connections[DEFAULT_DB_ALIAS].ops.quote_name(UsageBucket._meta.db_table)
+    names = _KEY + list(columns)
+    sets = ", ".join(f"{c} = {table}.{c} + excluded.{c}" for c in columns)
+    one = "(" + ", ".join(["%s"] * len(names)) + ")"
+    return (f"INSERT INTO {table} ({', '.join(names)}) VALUES "  # noqa: S608
+            + ", ".join([one] * count)
+            + f" ON CONFLICT ({', '.join(_KEY)}) DO UPDATE SET {sets}")
 
 
 # What each shape keeps of a FULL row's key (the others are 0 or "").

@@ -16,8 +16,8 @@ import os
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from agents import llm
-from agents.database import run_db
+from agents.infra.database import run_db
+from agents.kernel import llm
 from agents.models import Agent, McpServer
 from agents.tools.base import (
     AGENTS,
@@ -30,6 +30,7 @@ from agents.tools.base import (
 )
 from agents.tools.builtins import BUILTINS
 from agents.tools.client import client_approval_needed, client_mcp_server, client_tool_allowed
+from agents.tools.listing import agent_tool_description, tools_public
 from agents.tools.mcp import McpConfig, McpConnection, McpError, mcp_close_all, mcp_connection
 
 log = logging.getLogger("gaia.tools")
@@ -38,7 +39,7 @@ Delegate = Callable[[str, str, ToolContext], Awaitable[ToolResult]]
 
 __all__ = ["AGENTS", "BUILTIN", "BUILTINS", "Delegate", "McpConfig", "ToolContext", "ToolResult",
            "ToolSpec", "Toolbox", "client_mcp_server", "mcp_close_all", "tool_names",
-           "toolbox_for"]
+           "toolbox_for", "tools_public"]
 
 
 def tool_names(agent: Agent, *, memory: bool = True) -> list[str]:
@@ -192,7 +193,7 @@ def _agent_spec(slug: str, delegate: Delegate, rule: Any) -> ToolSpec:
         return await delegate(slug, task, ctx)
 
     return ToolSpec(
-        name=name, description=f"Ask the agent '{slug}' to do a task; its answer comes back.",
+        name=name, description=agent_tool_description(slug),
         parameters={"type": "object", "properties": {"task": {
             "type": "string", "description": "What to ask, with everything it needs to know."}},
             "required": ["task"], "additionalProperties": False},

@@ -4,6 +4,18 @@ alike, as MCP's own ``Tool`` shape does: a name, a description, a JSON Schema of
 
 A tool's failure is data for the model (a :class:`ToolResult` with ``is_error``), never an
 exception for the client.
+
+Nothing a client sends may hold the event loop. A tool's arguments are the client's (a model
+does whatever the user's message says), so a tool whose cost its arguments decide (evaluating,
+searching, parsing, tokenizing, scoring) checks their size before any work, on the loop (a
+cheap check), and then does the work where it cannot stall other requests: a thread for I/O
+or work that releases the GIL, and for CPU-bound Python either a subprocess or bounds that make
+the worst case provably small, said in a comment with a measured figure (a thread cannot be
+cancelled, so abandoning one at a timeout enforces nothing). The calculator bounds every
+number and every step (:mod:`agents.tools.builtins`); a knowledge or memory search keeps a
+bounded number of the query's terms (:func:`agents.kernel.bm25.query_terms`). Each is tested with
+an independent poller: ``/health`` and another client's chat stay under 250 ms while the
+attack runs (tests/agents/test_loop_stalls.py, scripts/perf/attacks.py).
 """
 
 from __future__ import annotations
@@ -12,7 +24,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents import llm
+from agents.kernel import llm
 
 # The server a tool belongs to, as the feed and the Responses dialect name it.
 BUILTIN = "gaia"

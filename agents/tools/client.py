@@ -13,23 +13,21 @@ from __future__ import annotations
 
 import re
 from typing import Any
-from urllib.parse import urlsplit
 
 from django.conf import settings
 
-from agents import llm
-from agents.exceptions import InvalidRequest
+from agents.kernel import llm
+from agents.kernel.exceptions import InvalidRequest
+from agents.selectors.urls import Url, UrlRefused, url_listed, url_parsed
 
 LABEL = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
-def url_allowed(url: str) -> bool:
-    """Whether an operator allowed ``url`` (``GAIA_MCP_ALLOWED_URLS``: exact, or a prefix
-    that ends in ``*``)."""
-    for allowed in settings.GAIA_MCP_ALLOWED_URLS:
-        if allowed.endswith("*") and url.startswith(allowed[:-1]) or url == allowed:
-            return True
-    return False
+def url_allowed(url: str | Url) -> bool:
+    """Whether an operator allowed ``url`` (``GAIA_MCP_ALLOWED_URLS``: exact, or a path prefix
+    when the rule ends in ``*``), compared parsed: scheme, host and port exactly
+    (:func:`agents.selectors.urls.url_matches`)."""
+    return url_listed(url, settings.GAIA_MCP_ALLOWED_URLS)
 
 
 def _names(value: Any, param: str) -> frozenset[str]:
@@ -68,13 +66,16 @@ def client_mcp_server(tool: dict[str, Any], param: str) -> llm.ClientMcp:
         raise InvalidRequest("Gaia calls MCP servers by 'server_url' only (streamable HTTP); "
                              "connectors and tunnels are not supported.",
                              param=f"{param}.server_url", code="unsupported_mcp_server")
-    if urlsplit(url).scheme not in ("http", "https"):
-        raise InvalidRequest("'server_url' must be an http(s) URL of a streamable HTTP MCP "
-                             "server.", param=f"{param}.server_url")
-    if not url_allowed(url):
+    try:
+        parsed = url_parsed(url)
+    except UrlRefused as exc:
+        raise InvalidRequest(f"'server_url' must be a plain http(s) URL of a streamable HTTP "
+                             f"MCP server: {exc}.", param=f"{param}.server_url",
+                             code="mcp_server_not_allowed") from None
+    if not url_allowed(parsed):
         raise InvalidRequest(
-            f"The MCP server {url!r} is not allowed: an operator lists the servers clients may "
-            "use in the GAIA_MCP_ALLOWED_URLS setting (empty by default).",
+            f"The MCP server {parsed.text!r} is not allowed: an operator lists the servers "
+            "clients may use in the GAIA_MCP_ALLOWED_URLS setting (empty by default).",
             param=f"{param}.server_url", code="mcp_server_not_allowed")
     headers = tool.get("headers") or {}
     if not isinstance(headers, dict) or not all(
@@ -87,7 +88,7 @@ def client_mcp_server(tool: dict[str, Any], param: str) -> llm.ClientMcp:
         read_only = allowed.get("read_only") is True
         allowed = allowed.get("tool_names")
     return llm.ClientMcp(
-        label=label, url=url, headers=tuple(sorted(headers.items())),
+        label=label, url=parsed.text, headers=tuple(sorted(headers.items())),
         allowed_tools=None if allowed is None else _names(allowed, f"{param}.allowed_tools"),
         read_only_only=read_only,
         require_approval=_approval(tool.get("require_approval"), f"{param}.require_approval"))

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import shutil
@@ -25,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agents.backends.upstream import Redactor
+from agents.selectors.urls import UrlRefused, url_parsed
 from agents.tools.base import ToolResult, text_of
 
 log = logging.getLogger("gaia.mcp")
@@ -114,6 +116,12 @@ class McpConnection:
         async with self._lock:
             if self.alive:
                 return self._client
+            if not self.config.command:
+                try:
+                    url_parsed(self.config.url)
+                except UrlRefused as exc:
+                    raise McpError(f"the MCP server '{self.config.name}' has a URL Gaia does "
+                                   f"not call: {exc}") from None
             self._stop = asyncio.Event()
             ready: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
             self._owner = asyncio.create_task(self._own(ready), name=f"mcp-{self.config.name}")
@@ -142,9 +150,11 @@ class McpConnection:
                 from mcp.client.stdio import stdio_client
 
                 errlog = _LogPipe(self.config.name)
+                # "replace": bytes a server writes that are not UTF-8 become U+FFFD in that
+                # message, instead of an error that ends the connection every turn shares.
                 params = StdioServerParameters(
                     command=resolve_command(self.config.command), args=list(self.config.args),
-                    env=dict(self.config.env) or None)
+                    env=dict(self.config.env) or None, encoding_error_handler="replace")
                 client = Client(stdio_client(params, errlog=errlog.writer))
             else:
                 import httpx2
@@ -152,7 +162,9 @@ class McpConnection:
 
                 http = httpx2.AsyncClient(headers=dict(self.config.headers),
                                           timeout=httpx2.Timeout(self.config.timeout + 5))
-                client = Client(streamable_http_client(self.config.url, http_client=http))
+                # What is reached is what was compared (agents.selectors.urls).
+                url = url_parsed(self.config.url).text
+                client = Client(streamable_http_client(url, http_client=http))
             async with client:
                 if not ready.done():
                     ready.set_result(client)
@@ -194,6 +206,9 @@ class McpConnection:
 
     async def _call(self, tool: str, arguments: dict[str, Any], *, within: float
                     ) -> ToolResult:
+        refused = arguments_refused(arguments)
+        if refused:
+            return ToolResult(f"{tool} was not called: {refused}", is_error=True)
         try:
             client = await self._live_client()
             async with asyncio.timeout(within):
@@ -203,13 +218,35 @@ class McpConnection:
         except McpError as exc:
             return ToolResult(str(exc), is_error=True)
         except Exception as exc:  # noqa: BLE001 - the model is told, the turn goes on
-            # The connection broke under the call (a server that crashed): not retried (the
-            # call may have had effects); the next call opens the server again.
             log.warning("MCP call %s.%s failed: %s", self.config.name, tool, _reason(exc))
-            await self._drop()
+            if self._broken(exc):
+                # The connection broke under the call (a server that crashed, an HTTP session
+                # the server ended): not retried (the call may have had effects); the next
+                # call opens the server again.
+                await self._drop()
             return ToolResult(f"{tool} failed: {_reason(exc)}", is_error=True)
         self._used = asyncio.get_running_loop().time()
         return ToolResult(_result_text(result), is_error=bool(result.is_error))
+
+    def _broken(self, exc: BaseException) -> bool:
+        """Whether ``exc`` says the connection itself is gone (then it is dropped for every
+        turn), rather than that this one call failed: the server's error answer, a result
+        the SDK could not read or validate, a per-call timeout leave it open for the others."""
+        if not self.alive:
+            return True
+        while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+            exc = exc.exceptions[0]
+        from mcp.shared.exceptions import MCPError
+        from mcp_types import CONNECTION_CLOSED
+
+        if isinstance(exc, MCPError):
+            # CONNECTION_CLOSED: the transport ended; "Session terminated": an HTTP server
+            # forgot the session (its 404), so every later call on it would fail too.
+            return exc.code == CONNECTION_CLOSED or exc.message == "Session terminated"
+        import anyio
+
+        return isinstance(exc, anyio.ClosedResourceError | anyio.BrokenResourceError
+                          | anyio.EndOfStream | ConnectionError | EOFError)
 
     async def close(self) -> None:
         self._stop.set()
@@ -220,14 +257,27 @@ class McpConnection:
                 self._owner.cancel()
 
 
+def arguments_refused(arguments: Any) -> str | None:
+    """Why ``arguments`` cannot be sent to an MCP server (``None``: they can): a text that is
+    not Unicode a server can read (a lone surrogate such as ``"\\ud800"``, which JSON may
+    spell but UTF-8 cannot carry). Checked before the call is sent: the SDK encodes it on
+    the connection's writer task, where the error would close the connection every turn
+    shares."""
+    try:
+        json.dumps(arguments, ensure_ascii=False, allow_nan=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return "its arguments hold text that is not valid Unicode (a lone surrogate)"
+    except (TypeError, ValueError) as exc:
+        return f"its arguments are not JSON ({exc})"
+    return None
+
+
 def _result_text(result: Any) -> str:
     parts = []
     for item in result.content or []:
         text = getattr(item, "text", None)
         parts.append(text if text is not None else f"[{getattr(item, 'type', 'content')}]")
     if not parts and getattr(result, "structured_content", None) is not None:
-        import json
-
         parts.append(json.dumps(result.structured_content, ensure_ascii=False))
     return text_of("\n".join(parts))
 

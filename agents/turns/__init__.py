@@ -4,8 +4,12 @@ benchmark runs) import this package, never its modules.
 * :mod:`~agents.turns.door`: :func:`authorize`, :func:`turn_open`, :func:`turn_ask` and the
   model catalogue's reads;
 * :mod:`~agents.turns.inject`: every rule of an operator's inject;
+* :mod:`~agents.turns.embed`: :func:`embeddings_create` (``/v1/embeddings``: no thread, counted
+  as a turn is); a text completion (``/v1/completions``) is a turn whose request
+  :func:`completion_extra` marks (:mod:`agents.backends.completion`);
 * :mod:`~agents.turns.spec`: :class:`TurnSpec` and :class:`TurnLike`;
-* :mod:`~agents.turns.runtime` (one agent's :class:`Turn`), :mod:`~agents.turns.teams`
+* :mod:`~agents.turns.runtime` (one agent's :class:`Turn`; how it ends, whichever way it
+  stops: :mod:`~agents.turns.ending`), :mod:`~agents.turns.teams`
   (``team/<slug>``), :mod:`~agents.turns.auto` (``auto``), :mod:`~agents.turns.catalogue`
   (which models exist), :mod:`~agents.turns.requests` (an agent as a provider request),
   :mod:`~agents.turns.reply` (a reply as it streams), :mod:`~agents.turns.registry` (the turns
@@ -17,6 +21,8 @@ benchmark runs) import this package, never its modules.
 process calls it as it stops, a benchmark worker at the end of a run's loop.
 """
 
+from agents.backends.completion import CURSOR as COMPLETION_CURSOR
+from agents.backends.completion import completion_extra
 from agents.tools import mcp_close_all as tools_close
 from agents.turns import delegate as _delegate  # noqa: F401 - agents may call agents
 from agents.turns.catalogue import AUTO, is_virtual, model_entry, model_entry_anthropic
@@ -31,10 +37,14 @@ from agents.turns.door import (
     turn_open,
     turn_replay,
 )
+from agents.turns.embed import Embedded, embeddings_create
+from agents.turns.ending import as_gaia_error
 from agents.turns.inject import (
     Inject,
+    InjectBody,
     Injected,
     inject,
+    inject_parse,
     inject_payload_text,
     inject_prepare,
     turn_inject,
@@ -47,24 +57,30 @@ from agents.turns.registry import (
     snapshots_request,
     thread_kill_local,
 )
-from agents.turns.runtime import KEEPALIVE, as_gaia_error
+from agents.turns.runtime import KEEPALIVE
 from agents.turns.spec import TurnLike, TurnSpec
 
 __all__ = [
     "AUTO",
+    "COMPLETION_CURSOR",
     "KEEPALIVE",
     "Answer",
+    "Embedded",
     "Inject",
+    "InjectBody",
     "Injected",
     "TurnLike",
     "TurnSpec",
     "as_gaia_error",
+    "completion_extra",
     "authorize",
     "drain_begin",
     "drain_interrupt",
     "drain_wait",
+    "embeddings_create",
     "inflight_turns",
     "inject",
+    "inject_parse",
     "inject_payload_text",
     "inject_prepare",
     "input_tokens_count",

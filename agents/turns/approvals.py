@@ -15,9 +15,11 @@ import asyncio
 import uuid
 from typing import Any
 
-from agents import realtime, services
-from agents.database import run_db
+from agents import services
+from agents.infra.database import run_db
+from agents.kernel.exceptions import GaiaError
 from agents.models import Approval
+from agents.outlet import realtime
 
 _waiting: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = {}
 
@@ -33,7 +35,7 @@ def approval_decided_local(message: dict[str, Any]) -> None:
 
 async def approval_wait(turn: Any, spec: Any, call_id: str, arguments: str) -> str | None:
     """Wait for the decision on this call: ``None`` if approved, else why it was not run (the
-    model's error result)."""
+    model's error result; at once if its thread has too many calls waiting already)."""
     start = await turn.started()
     agent = turn.agent
     timeout = float(getattr(agent, "approval_timeout_seconds", 300))
@@ -41,22 +43,30 @@ async def approval_wait(turn: Any, spec: Any, call_id: str, arguments: str) -> s
     loop = asyncio.get_running_loop()
     future: asyncio.Future[None] = loop.create_future()
     _waiting[str(approval_id)] = (loop, future)
+    refused: str | None = None
     try:
-        await run_db(services.approval_request, approval_id=approval_id,
-                     thread_id=start.thread_id, agent=agent, response_id=turn.spec.response_id,
-                     call_id=call_id, tool=spec.name, server=spec.server, arguments=arguments,
-                     timeout=timeout)
-        turn.waiting_for_approval(True)
         try:
-            async with asyncio.timeout(timeout):
-                await future
-        except TimeoutError:
-            pass
+            await run_db(services.approval_request, approval_id=approval_id,
+                         thread_id=start.thread_id, agent=agent,
+                         response_id=turn.spec.response_id, call_id=call_id, tool=spec.name,
+                         server=spec.server, arguments=arguments, timeout=timeout)
+        except GaiaError as exc:  # refused (too many waiting): nothing stored to wait for
+            refused = f"{spec.name} was not run: {exc.message}"
+        else:
+            turn.waiting_for_approval(True)
+            try:
+                async with asyncio.timeout(timeout):
+                    await future
+            except TimeoutError:
+                pass
     finally:
         _waiting.pop(str(approval_id), None)
         turn.waiting_for_approval(False)
-        approval = await asyncio.shield(run_db(services.approval_settle,
-                                               approval_id=approval_id, agent=agent))
+        if refused is None:
+            approval = await asyncio.shield(run_db(services.approval_settle,
+                                                   approval_id=approval_id, agent=agent))
+    if refused is not None:
+        return refused
     if approval.status == Approval.Status.APPROVED:
         return None
     if approval.status == Approval.Status.EXPIRED:

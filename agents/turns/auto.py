@@ -24,11 +24,13 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from agents import events, llm, realtime, services
+from agents import services
 from agents.backends import backend_for
-from agents.database import run_db
-from agents.exceptions import AgentNotFound
+from agents.infra.database import run_db
+from agents.kernel import llm
+from agents.kernel.exceptions import AgentNotFound
 from agents.models import Agent, ApiKey, Thread
+from agents.outlet import events, realtime
 from agents.turns.catalogue import AUTO, RoutingCatalogue, routing_candidates, routing_catalogue
 from agents.turns.requests import agent_call, agent_request
 

@@ -11,9 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents import bm25, selectors, services
-from agents.exceptions import AgentNotFound, AgentPaused, PermissionDenied
+from agents import selectors, services
+from agents.backends import provider_embedding_model
+from agents.kernel import bm25
+from agents.kernel.exceptions import AgentNotFound, AgentPaused, PermissionDenied
 from agents.models import Agent, ApiKey, RoutingPolicy, Team
+from agents.tools import tool_names, tools_public
 
 AUTO = "auto"
 TEAM_PREFIX = "team/"
@@ -25,8 +28,7 @@ def is_virtual(model: str) -> bool:
 
 
 def _allowed(agent: Agent, api_key: ApiKey | None) -> bool:
-    ids = getattr(api_key, "allowed_agent_ids", None) if api_key is not None else None
-    return not ids or agent.pk in ids
+    return selectors.api_key_may_use(api_key=api_key, agent=agent)
 
 
 # -- teams ----------------------------------------------------------------------------------
@@ -227,7 +229,24 @@ def model_entry(agent: Any) -> dict[str, Any]:
         "description": agent.description,
         "max_input_tokens": agent.max_input_tokens,
         "max_output_tokens": agent.max_output_tokens,
+        "gaia": model_extension(agent),
     }
+
+
+def model_extension(agent: Any) -> dict[str, Any]:
+    """Gaia's own field of a model object (``gaia``: SDKs keep or ignore an unknown field):
+    the agent's server-side tools (:func:`agents.tools.tools_public`, from its configuration:
+    no MCP server is started or asked) and the hosted tools they provide; ``embeddings``, the
+    embedding model ``/v1/embeddings`` uses for it, only when it has one. A virtual model
+    (``auto``, a team) has none of its own."""
+    if not isinstance(agent, Agent):
+        return {"tools": [], "provides": {}}
+    out: dict[str, Any] = {"tools": tools_public(tool_names(agent)),
+                           "provides": dict(agent.provides or {})}
+    embedding = provider_embedding_model(agent.provider)
+    if embedding:  # /v1/embeddings answers for this model, with that embedding model
+        out["embeddings"] = embedding
+    return out
 
 
 def model_entry_anthropic(agent: Any) -> dict[str, Any]:
@@ -237,4 +256,5 @@ def model_entry_anthropic(agent: Any) -> dict[str, Any]:
         "id": agent.slug,
         "display_name": agent.display_name,
         "created_at": agent.created_at.isoformat().replace("+00:00", "Z"),
+        "gaia": model_extension(agent),
     }

@@ -22,8 +22,9 @@ from typing import Any
 
 from django.conf import settings
 
-from agents import llm, services
-from agents.database import run_db
+from agents import services
+from agents.infra.database import run_db
+from agents.kernel import llm
 from agents.turns.reply import storable
 
 log = logging.getLogger("gaia.turns")
@@ -50,9 +51,11 @@ class Checkpoint:
         turn holds its thread's lease)."""
         if self.every <= 0 or not isinstance(event, llm.TextDelta):
             return
-        self.grown += len(event.text)
+        grown = self.grown = self.grown + len(event.text)
         now = time.monotonic()
-        if not self.due(now) or turn.start is None or not turn.lease_token or (
+        # due(now), inline: this runs for every token of every reply.
+        if not grown or (grown < self.chars and now - self.at < self.every) or (
+                turn.start is None or not turn.lease_token) or (
                 self._writing is not None and not self._writing.done()):
             return
         self.at, self.grown = now, 0

@@ -17,11 +17,15 @@ from typing import Any
 
 from django.conf import settings
 
-from agents import llm, realtime, selectors, services
+from agents import selectors, services
 from agents.backends import backend_for
-from agents.database import ReadNotAvailable, run_db
+from agents.infra.database import ReadNotAvailable, run_db
+from agents.kernel import llm
+from agents.kernel.exceptions import OrganismStopped
 from agents.models import Agent, ApiKey, Message
-from agents.turns import auto, catalogue, requests
+from agents.outlet import realtime
+from agents.tools.hosted import hosted_plan
+from agents.turns import admission, auto, catalogue, requests
 from agents.turns.describe import extract_workspace_root, thread_title
 from agents.turns.runtime import Turn
 from agents.turns.spec import TurnLike, TurnSpec
@@ -73,6 +77,38 @@ async def turn_open(*, target: Agent | str, api_key: ApiKey | None, request: llm
                     dialect: str, response_id: str, thread_id: str | None = None,
                     session_key: str | None = None, previous_response_id: str | None = None,
                     observe: Callable[[TurnLike], None] | None = None) -> TurnLike:
+    """:func:`_turn_open`, for a turn this process has room for: past
+    ``GAIA_MAX_TURNS_IN_FLIGHT`` it raises :class:`ServerOverloaded` (503) at once, before any
+    work (:mod:`agents.turns.admission`). The turn's slot is given back however it ends.
+    A stopped organism (``POST /api/v1/organism/stop``) opens none: 503 ``organism_stopped``."""
+    await _organism_running_check()
+    slot = admission.admit()
+    try:
+        return await _turn_open(
+            target=target, api_key=api_key, request=request, dialect=dialect,
+            response_id=response_id, thread_id=thread_id, session_key=session_key,
+            previous_response_id=previous_response_id, observe=observe, slot=slot)
+    except BaseException:
+        slot.release()  # it never opened (its close gave it back already if it had begun)
+        raise
+
+
+async def _organism_running_check() -> None:
+    """503 with ``Retry-After`` if an operator stopped the organism: the state read with the
+    configuration stamp :func:`authorize` has just read (no query unless the stamp changed)."""
+    state = selectors.organism_state_current()
+    if state is None:
+        state = await run_db(selectors.organism_state_cached)
+    if state.stopped:
+        raise OrganismStopped("Gaia is stopped by an operator and takes no new turns; try "
+                              "again later.", retry_after=services.ORGANISM_STOPPED_RETRY_AFTER)
+
+
+async def _turn_open(*, target: Agent | str, api_key: ApiKey | None, request: llm.LLMRequest,
+                     dialect: str, response_id: str, thread_id: str | None,
+                     session_key: str | None, previous_response_id: str | None,
+                     observe: Callable[[TurnLike], None] | None,
+                     slot: admission.Slot) -> TurnLike:
     """Open the turn that answers ``request`` (the client's conversation, in Gaia's canonical
     form) for ``target`` (from :func:`authorize`).
 
@@ -83,8 +119,12 @@ async def turn_open(*, target: Agent | str, api_key: ApiKey | None, request: llm
     ``observe`` is given the turn before it opens (a request's log line names it even if
     opening fails).
 
+    The client's hosted tools are served, dropped or refused by the agent's policy
+    (:func:`agents.tools.hosted.hosted_plan`; the turn's ``spec.hosted`` says which).
+
     Raises :class:`GaiaError` subclasses before any output exists (404 unknown previous
-    response or thread, 400 context or images, 403/404/503 from a team or ``auto``)."""
+    response or thread, 400 context, images or a hosted tool refused, 403/404/503 from a
+    team or ``auto``)."""
     if previous_response_id:
         # Gaia is stateful: the stored thread continues, the input holds only new items.
         thread_id, session, history = await run_db(
@@ -95,11 +135,18 @@ async def turn_open(*, target: Agent | str, api_key: ApiKey | None, request: llm
             thread_id, session_key = None, session
     agent, route, team = await _resolve(target, api_key, request.messages, thread_id=thread_id,
                                         session_key=session_key, response_id=response_id)
+    hosted = hosted_plan(request=request, agent=agent, api_key=api_key,
+                         tools_run=backend_for(agent.provider).accepts_tools)
+    if hosted.choice is not None:  # a hosted tool required: the agent's tool that serves it
+        request.tool_choice = hosted.choice
     spec = TurnSpec(agent=agent, api_key=api_key, request=request, dialect=dialect,
                     response_id=response_id, thread_id=thread_id, session_key=session_key,
                     user=request.user, route=route, title=thread_title(request.messages),
-                    workspace_root=extract_workspace_root(request.messages, request.system))
+                    workspace_root=extract_workspace_root(request.messages, request.system),
+                    hosted=hosted)
     turn: TurnLike = TeamTurn(spec, team) if team is not None else Turn(spec)
+    # Given back when the turn closes (a team's when its leader's turn does).
+    (turn.leader if isinstance(turn, TeamTurn) else turn).admitted = slot
     if observe is not None:
         observe(turn)
     await turn.open()

@@ -4,6 +4,11 @@ place, for ``POST /api/v1/inject`` and the feed's ``inject`` command alike.
 The rules, in the order they are checked (each refusal is a :class:`GaiaError` with the same
 code on both channels):
 
+0. The body (the feed's command without its ``cmd`` and ``id``) is read by one parser,
+   :func:`inject_parse`: an object of ``to``, ``payload`` and ``thread_id`` only (400
+   ``invalid`` naming the field: an unknown one, a missing ``to`` or ``payload``, a ``to``
+   that is not a non-empty string of at most 100 characters, a ``thread_id`` that is neither
+   null nor a thread's id as a string).
 1. ``payload`` is a non-empty string, or an object: ``{"text": ...}`` / ``{"content": ...}``
    stand for that string, any other object is sent as its JSON (400 ``invalid_payload``).
 2. ``to`` names an agent (404 ``agent_not_found``) that the caller's key may use, if the key is
@@ -12,7 +17,8 @@ code on both channels):
 3. A ``thread_id`` names a thread (404 ``thread_not_found``) of that agent (400
    ``thread_agent_mismatch``); the message continues it as its own client's conversation (a
    ``/v1`` client's thread stays that client's, whoever injects).
-4. The agent is not paused (503 ``agent_paused``, ``Retry-After``).
+4. The agent is not paused (503 ``agent_paused``, ``Retry-After``), nor the organism stopped
+   (503 ``organism_stopped``).
 5. The thread is not busy with another turn (409 ``thread_busy``; an operator gets an answer
    now, no waiting).
 
@@ -29,14 +35,16 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from agents import llm, selectors, services
-from agents.database import run_db
-from agents.exceptions import (
+from agents import selectors, services
+from agents.infra.database import run_db
+from agents.kernel import llm
+from agents.kernel.exceptions import (
     AgentNotFound,
     AgentPaused,
     GaiaError,
     InvalidRequest,
     NotFound,
+    OrganismStopped,
 )
 from agents.models import Agent, ApiKey
 from agents.turns import registry
@@ -60,6 +68,55 @@ def inject_payload_text(payload: Any) -> str:
             "'text' or 'content' string stands for that string; any other is sent as its "
             "JSON).", param="payload", code="invalid_payload")
     return payload
+
+
+INJECT_FIELDS = ("to", "payload", "thread_id")
+TO_MAX_CHARS = 100  # an agent's slug is no longer
+
+
+@dataclass(frozen=True)
+class InjectBody:
+    """An inject's fields as :func:`inject_parse` read them."""
+
+    to: str
+    payload: str  # the text the agent reads (rule 1)
+    thread_id: str | None  # a UUID's canonical text
+
+
+def _invalid(param: str, message: str, code: str = "invalid") -> InvalidRequest:
+    return InvalidRequest(f"{param}: {message}", param=param, code=code)
+
+
+def inject_parse(body: Any) -> InjectBody:
+    """Rules 0 and 1 on what a client sent: ``POST /api/v1/inject``'s JSON body, the feed's
+    ``inject`` command without ``cmd`` and ``id``; the same answer, whichever it came by.
+    Raises :class:`InvalidRequest` (``invalid`` naming the field, ``invalid_payload``)."""
+    if not isinstance(body, dict):
+        raise InvalidRequest("The body must be a JSON object: {to, payload, thread_id?}.",
+                             code="invalid")
+    unknown = sorted(str(k) for k in body if k not in INJECT_FIELDS)
+    if unknown:
+        raise _invalid(unknown[0], "Unknown field; an inject has 'to', 'payload' and "
+                       "'thread_id'.")
+    if "to" not in body:
+        raise _invalid("to", "This field is required (the agent's slug).")
+    to = body["to"]
+    if not isinstance(to, str) or not to.strip():
+        raise _invalid("to", "The agent's slug, a non-empty string.")
+    if len(to) > TO_MAX_CHARS:
+        raise _invalid("to", f"At most {TO_MAX_CHARS} characters (an agent's slug).")
+    if "payload" not in body:
+        raise _invalid("payload", "This field is required.")
+    text = inject_payload_text(body["payload"])
+    thread_id = body.get("thread_id")
+    if thread_id is not None:
+        if not isinstance(thread_id, str):
+            raise _invalid("thread_id", "A thread's id (a UUID, as a string) or null.")
+        try:
+            thread_id = str(uuid.UUID(thread_id))
+        except ValueError:
+            raise _invalid("thread_id", "Must be a valid UUID (a thread's id).") from None
+    return InjectBody(to=to, payload=text, thread_id=thread_id)
 
 
 @dataclass
@@ -109,6 +166,9 @@ def inject_prepare(*, to: str, payload: Any, thread_id: str | None, api_key: Api
     if agent.paused:
         raise AgentPaused(f"The agent '{agent.slug}' is paused by an operator; resume it first.",
                           retry_after=services.AGENT_PAUSED_RETRY_AFTER)
+    if selectors.organism_state().stopped:
+        raise OrganismStopped("Gaia is stopped by an operator; start it first.",
+                              retry_after=services.ORGANISM_STOPPED_RETRY_AFTER)
     return target
 
 

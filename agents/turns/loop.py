@@ -9,7 +9,7 @@ always did: the call goes back to the client.
 
 The loop stands between the turn and its provider: it reads the provider's events, keeps back
 the calls of the agent's own tools, and yields everything else, then each tool's activity
-(:class:`agents.llm.ToolActivity`, which each dialect shows its own way) and, at the end, the
+(:class:`agents.kernel.llm.ToolActivity`, which each dialect shows its own way) and, at the end, the
 usage of every model call together. Each round is stored in the thread as the agent's own work
 (``internal`` messages: the call, then each result with its duration and error), and the feed
 hears of each call (``tool_call``, ``tool_result``). A tool that fails, times out or answers
@@ -22,22 +22,37 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents import events, llm, realtime, selectors, services
-from agents.database import run_db
+from django.db import DatabaseError
+
+from agents import selectors, services
+from agents.infra.database import run_db
+from agents.kernel import llm
+from agents.kernel.exceptions import GaiaError
+from agents.models import Message
+from agents.outlet import events, realtime
 from agents.tools import Delegate, Toolbox, ToolContext, ToolResult, ToolSpec, toolbox_for
 from agents.turns.approvals import approval_wait
+from agents.turns.budget import RequestBudget, over_round_limit, result_bounded, round_limit
+from agents.turns.reply import storable
+
+log = logging.getLogger("gaia.turns")
 
 # How an agent's agent:<slug> tool runs the callee's turn: set by agents.turns.delegate when
 # it is imported (it needs the Turn, which needs this module).
 delegate_hook: Delegate | None = None
 # How long a Responses client's approval request stays answerable (OpenAI sets no bound).
 CLIENT_APPROVAL_SECONDS = 24 * 3600.0
+# How long a stopped round waits for its cancelled tools to finish stopping (a delegated turn
+# recording its end, an approval settled) before its turn is recorded anyway: a tool that
+# ignores its cancellation holds the turn no longer (under agents.turns.ending.STOP_SECONDS).
+TOOLS_STOP_SECONDS = 5.0
 
 
 @dataclass
@@ -45,6 +60,8 @@ class _Call:
     id: str
     name: str
     arguments: list[str] = field(default_factory=list)
+    refusal: str = ""  # why it is not run (a budget spent): its error result
+    past_limit: bool = False  # past the round's limit: not run, not even announced
 
     @property
     def text(self) -> str:
@@ -52,14 +69,9 @@ class _Call:
 
 
 def memory_scope(agent: Any, *, api_key: Any, user: str | None) -> str | None:
-    """Whose facts a turn of ``agent`` remembers: its key's, or its end user's (``None``: no
-    memory for this turn)."""
-    mode = getattr(agent, "memory", "off")
-    if mode == "per_key" and api_key is not None:
-        return f"key:{api_key.pk}"
-    if mode == "per_user" and user:
-        return f"user:{user}"
-    return None
+    """Whose facts a turn of ``agent`` remembers: its key's, or its end user's as the key that
+    named them (:func:`agents.selectors.memory_scope`; ``None``: no memory for this turn)."""
+    return selectors.memory_scope(agent=agent, api_key=api_key, user=user)
 
 
 class AgentLoop:
@@ -82,10 +94,12 @@ class AgentLoop:
         definitions join the request's), else ``None``; the remembered facts that fit the
         conversation join the system prompt."""
         agent, spec = turn.agent, turn.spec
-        scope = memory_scope(agent, api_key=spec.api_key, user=spec.user)
-        ctx = ToolContext(agent=agent, api_key=spec.api_key, user=spec.user,
+        user = spec.end_user if spec.depth else spec.user  # a callee works for the caller's
+        scope = memory_scope(agent, api_key=spec.api_key, user=user)
+        ctx = ToolContext(agent=agent, api_key=spec.api_key, user=user,
                           memory_scope=scope, depth=spec.depth,
-                          extra={"run_id": spec.run_id})
+                          extra={"run_id": spec.run_id,
+                                 "budget": spec.budget or RequestBudget()})
         if scope is not None:
             await _add_memories(turn, scope)
         client = spec.request
@@ -228,26 +242,38 @@ class AgentLoop:
         self.ctx.thread_id = start.thread_id if start is not None else None
         slug = self.agent.slug
         answers = answers or {}
+        limit = round_limit()
+        for call in calls[limit:]:  # the model asked for more than a round runs
+            call.refusal, call.past_limit = over_round_limit(call.name, limit), True
+        if len(calls) > limit:
+            self._say(f"{len(calls) - limit} of a round's {len(calls)} tool calls were not "
+                      f"run (GAIA_MAX_TOOL_CALLS_PER_ROUND: {limit}).")
         specs = [self.toolbox.tools[c.name] for c in calls]
         call_message = services.InnerMessage(
-            sender=slug, recipient=", ".join(_party(s) for s in specs), role="assistant",
-            content=text, tool_calls=[{"id": c.id, "name": c.name, "arguments": c.text}
-                                      for c in calls])
-        rows = await run_db(services.inner_messages_store, start=start,
-                            messages=[call_message], dialect=self.turn.spec.dialect)
-        self.ctx.extra["call_message_id"] = rows[0].pk
+            sender=slug, recipient=_names(_party(s) for s in specs), role="assistant",
+            content=storable(text), tool_calls=[
+                {"id": storable(c.id), "name": c.name, "arguments": storable(c.text)}
+                for c in calls])
+        rows = await self._store([call_message])
+        self.ctx.extra["call_message_id"] = rows[0].pk if rows else None
         asking = [(s, c) for s, c in zip(specs, calls, strict=True)
-                  if s.client_approval and c.id not in answers]
+                  if s.client_approval and c.id not in answers and not c.refusal]
+        asked: set[int] = set()
         for spec, call in asking:
-            yield await self._ask_client(spec, call, start)
-        if asking:
+            request = await self._ask_client(spec, call, start)
+            if request is not None:  # else the thread has too many pending (call.refusal)
+                asked.add(id(call))
+                yield request
+        if asked:
             self.asked = True
-            asked = {c.id for _, c in asking}
-            kept = [(s, c) for s, c in zip(specs, calls, strict=True) if c.id not in asked]
+            kept = [(s, c) for s, c in zip(specs, calls, strict=True) if id(c) not in asked]
             specs, calls = [s for s, _ in kept], [c for _, c in kept]
         queue: asyncio.Queue[llm.ToolActivity] = asyncio.Queue()
-        tasks = [asyncio.create_task(self._one(spec, call, queue, answers.get(call.id)))
-                 for spec, call in zip(specs, calls, strict=True)]
+        # A call past the round's limit is answered at once, with no task and no activity on
+        # the feed or to the client (the reply's note counts them): 500 calls cost the loop
+        # what the limit's cost, and a row each.
+        tasks = {id(call): asyncio.create_task(self._one(spec, call, queue, answers.get(call.id)))
+                 for spec, call in zip(specs, calls, strict=True) if not call.past_limit}
         try:
             pending = len(tasks)
             while pending:
@@ -255,30 +281,54 @@ class AgentLoop:
                 if activity.done:
                     pending -= 1
                 yield activity
-            results = [t.result() for t in tasks]
+            ran = {key: task.result() for key, task in tasks.items()}
         finally:
-            for task in tasks:
-                task.cancel()
+            await _tools_stopped(tasks.values())
+        results = [ran.get(id(c)) or (ToolResult(c.refusal, is_error=True), 0) for c in calls]
         self.results = [
             llm.Message(role="assistant", parts=(llm.TextPart(text),) if text else (),
                         tool_calls=tuple(llm.ToolCall(c.id, c.name, c.text) for c in calls)),
             *(llm.Message(role="tool", parts=(llm.TextPart(r.text),), tool_call_id=c.id,
                           is_error=r.is_error) for c, (r, _) in zip(calls, results, strict=True))]
-        await run_db(services.inner_messages_store, start=start, dialect=self.turn.spec.dialect,
-                     messages=[services.InnerMessage(
-                         sender=_party(s), recipient=slug, role="tool", content=r.text,
-                         tool_call_id=c.id, latency_ms=ms, error=r.text if r.is_error else "")
-                         for s, c, (r, ms) in zip(specs, calls, results, strict=True)])
+        await self._store([services.InnerMessage(
+            sender=_names([_party(s)]), recipient=slug, role="tool", content=r.text,
+            tool_call_id=storable(c.id)[:_ID_CHARS], latency_ms=ms,
+            error=r.text if r.is_error else "")
+            for s, c, (r, ms) in zip(specs, calls, results, strict=True)])
 
-    async def _ask_client(self, spec: ToolSpec, call: _Call, start: Any) -> llm.ApprovalRequest:
-        """Store the client's approval request of ``call`` (answered in a later request)."""
-        approval = await run_db(
-            services.approval_request, approval_id=uuid.uuid4(), thread_id=start.thread_id,
-            agent=self.agent, response_id=self.turn.spec.response_id, call_id=call.id,
-            tool=spec.name, server=spec.server, arguments=call.text,
-            timeout=CLIENT_APPROVAL_SECONDS, by_client=True)
+    async def _store(self, messages: list[Any]) -> list[Any]:
+        """Store a round's messages in the thread. The database refusing them does not end
+        the turn (its model's answer is worth more than the record of a step): the reply's
+        note says so, and the log has why."""
+        try:
+            return await run_db(services.inner_messages_store, start=self.turn.start,
+                                messages=messages, dialect=self.turn.spec.dialect)
+        except (DatabaseError, ValueError) as exc:
+            log.exception("agent %s: a tool round could not be stored", self.agent.slug)
+            self._say(f"A tool round could not be stored ({type(exc).__name__}).")
+            return []
+
+    def _say(self, note: str) -> None:
+        """Add ``note`` to what the reply says Gaia did (``Message.note``), once."""
+        held = self.turn.result.note
+        if note not in held:
+            self.turn.result.note = (held + " " + note).strip()
+
+    async def _ask_client(self, spec: ToolSpec, call: _Call, start: Any
+                          ) -> llm.ApprovalRequest | None:
+        """Store the client's approval request of ``call`` (answered in a later request);
+        ``None`` if the thread has too many waiting (``call.refusal`` says so)."""
+        try:
+            approval = await run_db(
+                services.approval_request, approval_id=uuid.uuid4(), thread_id=start.thread_id,
+                agent=self.agent, response_id=self.turn.spec.response_id,
+                call_id=storable(call.id), tool=spec.name, server=spec.server,
+                arguments=storable(call.text), timeout=CLIENT_APPROVAL_SECONDS, by_client=True)
+        except GaiaError as exc:
+            call.refusal = f"{spec.name} was not run: {exc.message}"
+            return None
         return llm.ApprovalRequest(services.approval_client_request_id(approval), spec.server,
-                                   spec.tool, call.text)
+                                   spec.tool, storable(call.text))
 
     async def _one(self, spec: ToolSpec, call: _Call, queue: asyncio.Queue[llm.ToolActivity],
                    answer: Any = None) -> tuple[ToolResult, int]:
@@ -289,12 +339,15 @@ class AgentLoop:
         queue.put_nowait(activity)
         self._feed(events.tool_call, activity)
         t0 = time.monotonic()
-        if answer is not None and answer.status != "approved":
+        if call.refusal:
+            result = ToolResult(call.refusal, is_error=True)
+        elif answer is not None and answer.status != "approved":
             why = f": {answer.reason}" if answer.reason else ""
             result = ToolResult(f"{spec.name} was not run: the client denied it{why}.",
                                 is_error=True)
         else:
             result = await self._result(spec, call, queue, activity)
+        result = result_bounded(result)
         ms = int((time.monotonic() - t0) * 1000)
         done = llm.ToolActivity(call.id, spec.name, spec.server, spec.tool, call.text,
                                 "failed" if result.is_error else "completed", result.text, ms,
@@ -315,7 +368,8 @@ class AgentLoop:
         if spec.needs_approval:
             queue.put_nowait(llm.ToolActivity(call.id, spec.name, spec.server, spec.tool,
                                               call.text, "waiting"))
-            refusal = await approval_wait(self.turn, spec, call.id, call.text)
+            refusal = await approval_wait(self.turn, spec, storable(call.id),
+                                          storable(call.text))
             if refusal is not None:
                 return ToolResult(refusal, is_error=True)
         left = min(float(getattr(self.agent, "tool_budget_seconds", 300)) - self.tool_seconds,
@@ -341,6 +395,20 @@ class AgentLoop:
                                   response_id=self.turn.spec.response_id, activity=activity))
 
 
+async def _tools_stopped(tasks: Any) -> None:
+    """Cancel a round's tool tasks still running (its turn stops: a kill, a client gone, a
+    tool's bug) and wait until they have stopped, at most :data:`TOOLS_STOP_SECONDS`: what a
+    tool does as it stops lands before the turn's own record, never after it."""
+    running = [task for task in tasks if not task.done()]
+    for task in running:
+        task.cancel()
+    if running:
+        _, late = await asyncio.wait(running, timeout=TOOLS_STOP_SECONDS)
+        if late:
+            log.warning("%d tool call(s) did not stop within %g s of their cancellation",
+                        len(late), TOOLS_STOP_SECONDS)
+
+
 def _missing(approval: Any) -> ToolSpec:
     """A call the client approved of a server its new request no longer offers."""
 
@@ -357,10 +425,21 @@ def _party(spec: ToolSpec) -> str:
     return spec.tool if spec.server == "agents" else spec.name
 
 
+_NAME_CHARS = Message._meta.get_field("recipient").max_length or 300
+_ID_CHARS = Message._meta.get_field("tool_call_id").max_length or 200
+
+
+def _names(parties: Any) -> str:
+    """A message's from/to: each party once, in order, cut to fit the column (a round of
+    twenty calls of one tool is sent to that tool)."""
+    text = ", ".join(dict.fromkeys(storable(p) for p in parties))
+    return text if len(text) <= _NAME_CHARS else text[:_NAME_CHARS - 1] + "…"
+
+
 async def _add_memories(turn: Any, scope: str) -> None:
     users = [m.text for m in turn.request.messages if m.role == "user" and m.text.strip()]
-    facts = await run_db(selectors.memory_recall, agent_id=turn.agent.pk, scope=scope,
-                         query=" ".join(users[-2:]), limit=5)
+    facts = await selectors.memory_search(agent_id=turn.agent.pk, scope=scope,
+                                          query=" ".join(users[-2:]), limit=5)
     if facts:
         system = turn.request.system
         turn.request = turn.request.replace(system=(system + "\n\n" if system else "")

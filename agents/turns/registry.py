@@ -5,7 +5,7 @@ A turn's lease on its thread is short (``GAIA_THREAD_LOCK_SECONDS``) and renewed
 runs, by one task per process for all its turns (one write per renewal period, none per turn):
 a process that dies stops renewing, and its threads are free a lease later.
 
-A kill reaches every process as a control message (:mod:`agents.realtime`); each stops the
+A kill reaches every process as a control message (:mod:`agents.outlet.realtime`); each stops the
 turns it runs on that thread (:func:`thread_kill_local`), on the event loop the turn runs on.
 """
 
@@ -18,8 +18,9 @@ from typing import Any, Protocol
 
 from django.conf import settings
 
-from agents import realtime, selectors, services
-from agents.database import run_db
+from agents import selectors, services
+from agents.infra.database import run_db
+from agents.outlet import realtime
 
 log = logging.getLogger("gaia.turns")
 

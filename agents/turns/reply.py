@@ -8,8 +8,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents import llm, services
-from agents.exceptions import GaiaError, TurnInterrupted, TurnKilled
+from agents import services
+from agents.kernel import llm
+from agents.kernel.exceptions import GaiaError, TurnInterrupted, TurnKilled
 from agents.turns import registry
 
 KILLED_ERROR = "An operator stopped this turn."

@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Any
 
-from agents import llm, selectors
+from agents import selectors
 from agents.backends import fallback_stream
-from agents.database import run_db
-from agents.exceptions import ContextTooLong, GaiaError, InvalidRequest
+from agents.kernel import llm
+from agents.kernel.exceptions import ContextTooLong, GaiaError, InvalidRequest
 from agents.models import Agent
 
 log = logging.getLogger("gaia.turns")
@@ -60,7 +60,7 @@ def agent_request(agent: Agent, *, messages: list[llm.Message], system: str = ""
 
 def request_check(agent: Agent, backend: Any, client: llm.LLMRequest) -> None:
     """Refuse what ``agent``'s provider cannot honour: images for a text-only model, a field
-    that would change the answer (:data:`agents.llm.ANSWER_FIELDS`), client tools. Raises
+    that would change the answer (:data:`agents.kernel.llm.ANSWER_FIELDS`), client tools. Raises
     :class:`InvalidRequest` naming the field (``param``, as Gaia spells it: dialects rename
     it)."""
     if not backend.accepts_images and any(m.has_images for m in client.messages):
@@ -96,7 +96,7 @@ async def with_knowledge(agent: Agent, request: llm.LLMRequest, query: str
     ids = getattr(agent, "knowledge_base_ids", None)
     if not ids or not query.strip():
         return request, None
-    passages = await run_db(selectors.knowledge_retrieve, knowledge_base_ids=ids, query=query)
+    passages = await selectors.knowledge_search(knowledge_base_ids=ids, query=query)
     if not passages:
         return request, None
     system = request.system

@@ -19,13 +19,17 @@ from typing import Any
 
 from django.conf import settings
 
-from agents import events, llm, realtime, selectors, services
+from agents import selectors, services
 from agents.backends import backend_for, fallback_stream
-from agents.database import run_db
-from agents.exceptions import Conflict, ContextTooLong, GaiaError, TurnInterrupted, TurnKilled
+from agents.backends.completion import COMPLETION
+from agents.infra.database import run_db
+from agents.kernel import llm
+from agents.kernel.exceptions import Conflict, TurnInterrupted, TurnKilled
+from agents.outlet import events, realtime
 from agents.turns import checkpoint, registry, requests
+from agents.turns.ending import INTERRUPTED, KILLED, TurnEnding
 from agents.turns.loop import AgentLoop
-from agents.turns.reply import KILLED_ERROR, Reply, outcome
+from agents.turns.reply import KILLED_ERROR, Reply
 from agents.turns.spec import TurnSpec, events_to_end
 
 log = logging.getLogger("gaia.turns")
@@ -34,8 +38,6 @@ prompt_log = logging.getLogger("gaia.prompts")
 KEEPALIVE = object()  # yielded by Turn.events when the backend has been silent for a while
 _END = object()  # queued after the backend's last event
 _BUSY = object()  # queued when a named session's thread turned out to be busy
-_KILLED = object()  # queued when an operator killed the turn
-_INTERRUPTED = object()  # queued when the server stops before the turn has finished
 
 
 @dataclass
@@ -43,8 +45,9 @@ class _Failed:
     error: Exception
 
 
-class Turn:
-    """One agent's turn (:class:`agents.turns.TurnLike`)."""
+class Turn(TurnEnding):
+    """One agent's turn (:class:`agents.turns.TurnLike`); how it ends is
+    :class:`agents.turns.ending.TurnEnding`'s."""
 
     def __init__(self, spec: TurnSpec) -> None:
         self.spec = spec
@@ -70,6 +73,7 @@ class Turn:
         self.agent_loop: Any = None  # the agent loop, when the agent runs tools of its own
         self.backend_accepts_tools = False
         self.loop = asyncio.get_running_loop()
+        self.ending_init()
         realtime.bind()
 
     # -- opening ---------------------------------------------------------------------------
@@ -87,8 +91,13 @@ class Turn:
         the request it sent, waits for the thread and sends it again (:meth:`first`).
 
         Raises :class:`GaiaError` subclasses (400 context or images, 404 thread) before any
-        output exists; 409 (thread busy) comes from :meth:`first`.
+        output exists; 409 (thread busy) comes from :meth:`first`. Whatever stops it here
+        (an error, a cancellation) leaves a stored turn recorded as ended.
         """
+        async with self.opening():
+            await self._open()
+
+    async def _open(self) -> None:
         spec = self.spec
         client = spec.request
         backend = backend_for(spec.agent.provider)
@@ -100,17 +109,15 @@ class Turn:
             self.request = self.build_request(client.messages)
             exclusive = bool(spec.session_key)
             self._begin_later = lambda: self._begin_once(exclusive=exclusive)
-        if getattr(spec.agent, "knowledge_base_ids", None):
+        # A text completion (/v1/completions) continues the client's text: no knowledge,
+        # memory or tools of the agent's (agents.backends.completion).
+        completing = COMPLETION in client.extra
+        if getattr(spec.agent, "knowledge_base_ids", None) and not completing:
             await self._add_knowledge()
-        try:
-            fitted = await requests.request_fit(self.agent, backend, self.request)
-        except ContextTooLong as error:
-            self._begin_later = None  # nothing of it is stored (unless it holds a lease)
-            await self.close(error=error)
-            raise
+        fitted = await requests.request_fit(self.agent, backend, self.request)
         self.request, self.input_tokens = fitted.request, fitted.input_tokens
         self.backend_accepts_tools = backend.accepts_tools
-        self.agent_loop = await AgentLoop.prepare(self) if (
+        self.agent_loop = await AgentLoop.prepare(self) if not completing and (
             spec.agent.tools or spec.agent.memory != "off" or client.client_mcp
             or client.approval_answers) else None
         self.trimmed, self.result.note = fitted.trimmed, fitted.note
@@ -163,7 +170,9 @@ class Turn:
         delay = 0.02
         try:
             while True:
-                start = await self._begin_once(exclusive=True)
+                # Shielded: a turn stopped meanwhile records its end on what this stores.
+                self._begin_task = asyncio.ensure_future(self._begin_once(exclusive=True))
+                start = await asyncio.shield(self._begin_task)
                 if start is not None:
                     self._register(start)
                     return start
@@ -193,25 +202,6 @@ class Turn:
         if self._registered is not None:
             registry.unregister(self, self._registered)
             self._registered = None
-
-    def kill(self) -> None:
-        """Stop the turn (an operator's kill): the provider call is cancelled, the partial
-        reply is stored with finish reason ``killed`` and the client is told in its dialect."""
-        if self.killed or self.closed:
-            return
-        self.killed = True
-        if self._pump_task is not None:
-            self._pump_task.cancel()
-        self._events.put_nowait(_KILLED)
-
-    def interrupt(self) -> None:
-        """Stop the turn because its server is stopping: recorded as ``interrupted``."""
-        if self.killed or self.closed:
-            return
-        self._interrupted = True
-        if self._pump_task is not None:
-            self._pump_task.cancel()
-        self._events.put_nowait(_INTERRUPTED)
 
     def _begin_now(self) -> None:
         """Start storing a derived session's turn (once; the backend calls this when its
@@ -355,12 +345,6 @@ class Turn:
         self._send()
         return await self._next(wait)
 
-    async def _stop_pump(self) -> None:
-        """Stop the backend (the upstream request is closed) and wait until it has."""
-        if self._pump_task is not None:
-            self._pump_task.cancel()
-            await asyncio.gather(self._pump_task, return_exceptions=True)
-
     async def _pump(self, stream: Any) -> None:
         """Move the backend's events to the queue as they come, then ``_END`` or the error.
 
@@ -390,9 +374,9 @@ class Turn:
             return None
         if event is _BUSY:
             return event
-        if event is _KILLED:
+        if event is KILLED:
             raise TurnKilled(KILLED_ERROR)
-        if event is _INTERRUPTED:
+        if event is INTERRUPTED:
             raise TurnInterrupted(services.INTERRUPTED_ERROR)
         if isinstance(event, _Failed):
             if self.killed:
@@ -441,60 +425,3 @@ class Turn:
     def usage(self) -> llm.Usage:
         assert self.request is not None
         return self.reply.usage_for(self.request)
-
-    async def _shielded_close(self, error: BaseException | None) -> None:
-        task = asyncio.ensure_future(self.close(error=error))
-        registry.background_keep(task)
-        try:
-            await asyncio.shield(task)
-        except asyncio.CancelledError:
-            pass  # the close task runs on; the cancellation itself is re-raised by events()
-
-    async def close(self, *, error: BaseException | None = None) -> None:
-        """Persist the outcome and release the lease; idempotent."""
-        if self.closed:
-            return
-        self.closed = True
-        self._set_waiting(False)
-        await self._stop_pump()
-        try:
-            await self._record(error)
-        finally:
-            self._unregister()
-
-    async def _record(self, error: BaseException | None) -> None:
-        if self.start is None:
-            try:
-                if await self.started() is None:
-                    return
-            except Exception:  # the turn was never stored: nothing to record it on
-                return
-        r = self.result
-        r.route = self.spec.route
-        r.passages = self._passages
-        r.model = r.model or getattr(self.request, "model", "") or ""
-        self.reply.fill(r, self.request)
-        if self._registered is not None and self.reply.unsent_text():
-            self._publish_delta()  # the feed sees the whole reply grow before it is stored
-        r.finish_reason, r.error = outcome(error, r, killed=self.killed,
-                                           interrupted=self._interrupted)
-        try:
-            await run_db(services.thread_turn_finish, start=self.start, result=r,
-                         dialect=self.spec.dialect,
-                         busy_with=registry.agent_busy_elsewhere(self, self._registered))
-        except Exception as exc:
-            # The database refused the reply: record that instead, which releases the lease.
-            log.exception("could not store the reply on thread %s", self.start.thread_id)
-            failed = services.TurnResult(
-                response_id=r.response_id, finish_reason="error",
-                error=f"The reply could not be stored ({type(exc).__name__}).",
-                latency_ms=r.latency_ms, ttft_ms=r.ttft_ms)
-            await run_db(services.thread_turn_finish, start=self.start, result=failed,
-                         dialect=self.spec.dialect)
-
-
-def as_gaia_error(exc: BaseException) -> GaiaError:
-    if isinstance(exc, GaiaError):
-        return exc
-    log.error("unexpected error during a turn", exc_info=exc)
-    return GaiaError("Internal error while generating the reply.", code="internal_error")

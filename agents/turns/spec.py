@@ -5,11 +5,13 @@ team's :class:`agents.turns.teams.TeamTurn`)."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from agents import llm, services
+from agents import services
+from agents.kernel import llm
 from agents.models import Agent, ApiKey
+from agents.tools.hosted import HostedPlan
 
 
 @dataclass
@@ -35,7 +37,12 @@ class TurnSpec:
     # Another agent's call (its agent:<slug> tool): the call's message, and how deep.
     parent_message_id: int | None = None
     depth: int = 0
+    budget: Any = None  # the request's (agents.turns.budget), shared down its delegations
+    end_user: str | None = None  # the end user a call works for (``user``: the calling agent)
     sender: str = ""  # who said the new user message, when not the client (an operator)
+    # The client's hosted tools: those dropped (the reply names them), those the agent's own
+    # tools serve (agents.tools.hosted).
+    hosted: HostedPlan = field(default_factory=HostedPlan)
 
 
 async def events_to_end(first: Any, following: Callable[[float], Awaitable[Any]],

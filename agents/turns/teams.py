@@ -35,11 +35,13 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from agents import bm25, events, llm, realtime, services
+from agents import services
 from agents.backends import backend_for
-from agents.database import run_db
-from agents.exceptions import BackendTimeout, TurnKilled
+from agents.infra.database import run_db
+from agents.kernel import bm25, llm
+from agents.kernel.exceptions import BackendTimeout, TurnKilled
 from agents.models import Agent, Team
+from agents.outlet import events, realtime
 from agents.turns.auto import parse_choice
 from agents.turns.catalogue import LoadedTeam
 from agents.turns.requests import Call, agent_call, agent_request, with_knowledge

@@ -19,12 +19,12 @@ from rest_framework.parsers import BaseParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agents.exceptions import NotFound
+from agents.http.parsers import JsonParser
+from agents.http.rest import SlugName, StrictSerializer, paginated_schema, sort_field
+from agents.kernel.exceptions import NotFound
 from agents.models import Thread
-from agents.parsers import JsonParser
-from agents.rest import SlugName, StrictSerializer, sort_field
 from benchmarks import selectors, services
-from benchmarks.apis import BenchmarksApi
+from benchmarks.apis.base import BenchmarksApi
 from benchmarks.models import BenchmarkSuite
 from benchmarks.replay import reads
 from benchmarks.replay.suites import suite_export_jsonl, suite_from_jsonl, suite_from_threads
@@ -182,11 +182,7 @@ class SuiteDetailApi(BenchmarksApi):
 class SuiteCasesApi(BenchmarksApi):
     @extend_schema(operation_id="benchmarks_suites_cases",
                    summary="A conversation suite's cases, in order",
-                   responses=inline_serializer(name="PaginatedBenchmarkSuiteCases", fields={
-                       "count": serializers.IntegerField(),
-                       "next": serializers.URLField(allow_null=True),
-                       "previous": serializers.URLField(allow_null=True),
-                       "results": CaseOutput(many=True)}))
+                   responses=paginated_schema("PaginatedBenchmarkSuiteCases", CaseOutput))
     def get(self, request: Request, suite_id: int) -> Response:
         suite = _suite_or_404(suite_id)
         return self.paginated(selectors.suite_cases(suite=suite), selectors.case_public)

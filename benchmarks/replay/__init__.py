@@ -3,9 +3,10 @@ OpenAI Evals shape), replayed against any agents through the turn runtime on the
 queue, scored against the replies the conversations had, and compared.
 
 * :mod:`.suites`: conversation suites (from threads, JSONL in and out, versions);
-* :mod:`.runs`: replay runs and their parts (create, claim, heartbeat, record, finish,
-  resume, recover);
-* :mod:`.execute`: what a worker does with a replay's parts;
+* :mod:`.execute`: what a worker does with a claimed part of a replay (the ``replay`` kind,
+  :mod:`benchmarks.kinds.replay`, makes the runs; the one lifecycle,
+  :mod:`benchmarks.services.runs`, claims, heartbeats, records, finishes, resumes and
+  recovers them as it does every kind's);
 * :mod:`.scoring`: exact match, token F1, ROUGE-L, embedding similarity, the judge;
 * :mod:`.reads`: summaries, cases side by side, a suite's trend.
 """

@@ -1,13 +1,12 @@
-"""Executing a replay run's parts: what a worker does with a replay's run id.
-
-:func:`replay_execute` claims the run's queued parts one after another (another worker claims
-the others at the same time) and runs each in an event loop of its own: the part's items (case
-x target) go through the turn runtime (:func:`agents.turns.turn_replay`: a thread of the run
-per replayed turn, everything a client's turn goes through), ``concurrency`` at a time, each
-bounded by the run's per-question timeout; each reply is scored (:mod:`.scoring`, off the
-event loop), judged if the run has a judge, and recorded at once, so a part resumes after its
-last recorded item. The heartbeat renews the part every ``GAIA_BENCH_HEARTBEAT_SECONDS``; a
-cancelled run stops its parts there. Past the run's time limit the run ends ``failed``.
+"""Executing a claimed part of a replay run (the ``replay`` kind's ``execute``, called by
+:mod:`benchmarks.executor` for each part it claims): the part's items (case x target) go
+through the turn runtime (:func:`agents.turns.turn_replay`: a thread of the run per replayed
+turn, everything a client's turn goes through), ``concurrency`` at a time, each bounded by the
+run's per-question timeout; each reply is scored (:mod:`.scoring`, off the event loop), judged
+if the run has a judge, and recorded at once through the lifecycle
+(:mod:`benchmarks.services.runs`), so a part resumes after its last recorded item. The
+heartbeat renews the part every ``GAIA_BENCH_HEARTBEAT_SECONDS``; a cancelled run stops its
+parts there. Past the run's time limit the run ends ``failed``.
 """
 
 from __future__ import annotations
@@ -20,44 +19,18 @@ from functools import partial
 from typing import Any
 
 from django.conf import settings
-from django.db import close_old_connections, connections
 
-from agents import llm, realtime, turns
-from agents.exceptions import GaiaError
-from benchmarks.models import BenchmarkResult, BenchmarkRun, RunPart, SuiteCase
-from benchmarks.replay import reads, runs, scoring
+from agents import turns
+from agents.kernel import llm
+from agents.kernel.exceptions import GaiaError
+from benchmarks import services
+from benchmarks.models import BenchmarkResult, BenchmarkRun, SuiteCase
+from benchmarks.replay import scoring
 
 log = logging.getLogger("gaia.benchmarks")
 
 JUDGE_FORMAT = {"type": "json_schema", "json_schema": {
     "name": "verdict", "schema": scoring.JUDGE_SCHEMA, "strict": True}}
-
-
-def replay_execute(*, run_id: int, worker: str) -> str | None:
-    """Run queued parts of the replay ``run_id`` until none is left; the run's status if this
-    worker ended it, else ``None``."""
-    status = None
-    db = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"replay-db-{run_id}")
-    try:
-        while True:
-            claimed = runs.replay_part_claim(run_id=run_id, worker=worker)
-            if claimed is None:
-                break
-            run, part = claimed
-            log.info("replay run %s part %s claimed by %s", run_id, part.index, worker)
-            try:
-                status = realtime.run_and_flush(
-                    _PartExecution(run, part, worker, db).execute()) or status
-            except Exception as exc:  # a bug: the run ends failed, saying why
-                log.exception("replay run %s part %s failed", run_id, part.index)
-                runs.replay_run_fail(run_id=run_id, error=f"worker error: {exc!r}",
-                                     summary=None)
-                return BenchmarkRun.Status.FAILED
-    finally:
-        db.submit(connections.close_all).result()
-        db.shutdown()
-        close_old_connections()
-    return status
 
 
 def _conversation(case: SuiteCase) -> tuple[str, list[llm.Message]]:
@@ -67,14 +40,15 @@ def _conversation(case: SuiteCase) -> tuple[str, list[llm.Message]]:
     return system, messages
 
 
-class _PartExecution:
-    def __init__(self, run: BenchmarkRun, part: RunPart, worker: str,
-                 db: ThreadPoolExecutor) -> None:
-        self.run, self.part, self.worker, self.db = run, part, worker, db
+class PartExecution:
+    def __init__(self, kind: Any, claim: services.Claim, db: ThreadPoolExecutor) -> None:
+        assert claim.part is not None  # a replay is claimed part by part
+        self.kind, self.claim, self.db = kind, claim, db
+        self.run, self.part = claim.run, claim.part
         self.heartbeat_s = float(getattr(settings, "GAIA_BENCH_HEARTBEAT_SECONDS", 1.0))
-        started = run.started_at.timestamp() if run.started_at else time.time()
-        self.deadline = started + run.time_limit_s
-        self.announced = [-1]
+        started = self.run.started_at.timestamp() if self.run.started_at else time.time()
+        self.deadline = started + self.run.time_limit_s
+        self.progress = services.Progress()  # a replay counts items, not packets
         self.stopped = False
         self.over = False
 
@@ -99,28 +73,31 @@ class _PartExecution:
         for task in workers:  # a bug in a worker task: the run fails, saying why
             if not task.cancelled() and task.exception() is not None:
                 raise task.exception()  # type: ignore[misc]
+        summarize = partial(self.kind.summarize, run)
         if self.over:
-            summary = await self._db(reads.replay_summary, run_id=run.pk)
-            await self._db(runs.replay_run_fail, run_id=run.pk, summary=summary,
+            summary = await self._db(summarize)
+            await self._db(services.benchmark_run_finish, claim=self.claim,
+                           status=BenchmarkRun.Status.FAILED, summarize=lambda: summary,
                            error=f"time limit of {run.time_limit_s:g} s reached")
             return BenchmarkRun.Status.FAILED
         if self.stopped:
-            current = await self._db(_status, run_id=run.pk)
+            current = await self._db(services.benchmark_run_status, run_id=run.pk)
             if current == BenchmarkRun.Status.CANCELLED:
-                summary = await self._db(reads.replay_summary, run_id=run.pk)
-                await self._db(runs.replay_summary_keep, run_id=run.pk, summary=summary)
+                summary = await self._db(summarize)
+                await self._db(services.benchmark_run_summary_keep, run_id=run.pk,
+                               summary=summary)
             return None
-        return await self._db(runs.replay_part_finish, run_id=run.pk, part_id=self.part.pk,
-                              worker=self.worker,
-                              summarize=partial(reads.replay_summary, run_id=run.pk))
+        ended = await self._db(services.benchmark_run_finish, claim=self.claim,
+                               status=BenchmarkRun.Status.SUCCEEDED, summarize=summarize,
+                               progress=services.Progress())
+        return BenchmarkRun.Status.SUCCEEDED if ended else None
 
     async def _beat(self, workers: list[asyncio.Task[None]]) -> None:
         while True:
             await asyncio.sleep(self.heartbeat_s)
             over = time.time() >= self.deadline
-            alive = await self._db(runs.replay_part_heartbeat, run_id=self.run.pk,
-                                   part_id=self.part.pk, worker=self.worker,
-                                   announced=self.announced)
+            alive = await self._db(services.benchmark_run_heartbeat, claim=self.claim,
+                                   progress=self.progress)
             if over or not alive:
                 self.over, self.stopped = over, not alive
                 for task in workers:
@@ -135,8 +112,8 @@ class _PartExecution:
                 self.over = True
                 return
             fields = await self._item(cases[index], agent)
-            recorded = await self._db(runs.replay_result_record, run_id=self.run.pk,
-                                      part_id=self.part.pk, worker=self.worker, fields=fields)
+            recorded = await self._db(services.benchmark_result_record, claim=self.claim,
+                                      fields=fields)
             if recorded is None:  # cancelled, or taken over: stop
                 self.stopped = True
                 return
@@ -206,14 +183,21 @@ class _PartExecution:
         return {"judge_score": value, "judge_verdict": kind, "judge_reason": reason}
 
 
+def items(run: BenchmarkRun) -> list[tuple[int, str]]:
+    """The run's items in order: each chosen case for each target."""
+    return [(index, agent) for index in run.question_indexes for agent in run.agents]
+
+
+def part_items(run: BenchmarkRun, part: int) -> list[tuple[int, str]]:
+    parts = run.parts.count() or 1
+    return items(run)[part::parts]
+
+
 def _todo(*, run: BenchmarkRun, part: int) -> list[tuple[int, str]]:
     done = set(BenchmarkResult.objects.filter(run=run).values_list("question_index", "agent"))
-    return [item for item in runs.part_items(run, part) if item not in done]
+    return [item for item in part_items(run, part) if item not in done]
 
 
 def _cases(*, suite_id: int, indexes: list[int]) -> dict[int, SuiteCase]:
     return {c.index: c for c in SuiteCase.objects.filter(suite_id=suite_id, index__in=indexes)}
 
-
-def _status(*, run_id: int) -> str:
-    return BenchmarkRun.objects.filter(pk=run_id).values_list("status", flat=True).get()

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,27 +48,13 @@ class Scores:
     similarity: float | None
 
 
-_model: Any = None
-_model_lock = threading.Lock()
-
-
 def embedding_model() -> Any:
-    """The WordLlama model, loaded once per process from the files its wheel ships (the
-    package looks for its tokenizer under ``tokenizers/`` of the cache directory it is given:
-    its own directory holds it; downloads are off)."""
-    global _model
-    if _model is None:
-        with _model_lock:
-            if _model is None:
-                from pathlib import Path
+    """The WordLlama model, loaded once per process from the files its wheel ships (the one
+    loader: :func:`agents.backends.local_raw.embedder`, which ``/v1/embeddings`` of the local
+    kind uses too)."""
+    from agents.backends.local_raw import embedder
 
-                import wordllama
-                from wordllama import WordLlama
-
-                _model = WordLlama.load(config="l2_supercat", dim=256,
-                                        cache_dir=Path(wordllama.__file__).parent,
-                                        disable_download=True)
-    return _model
+    return embedder()
 
 
 def similarity(a: str, b: str) -> float | None:

@@ -7,8 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents import llm, turns
-from agents.exceptions import InvalidRequest
+from agents import turns
+from agents.kernel import llm
+from agents.kernel.exceptions import InvalidRequest
 from openai_api.sse import Frames
 
 

@@ -12,17 +12,19 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agents import llm
-from agents.exceptions import InvalidRequest
+from agents.kernel import llm
+from agents.kernel.exceptions import InvalidRequest
+from agents.tools.hosted import hosted_kind
 from openai_api.dialects.base import Dialect, Parsed
 from openai_api.dialects.common import (
     check_message_count,
-    check_not_hosted,
     check_tool_call_id,
+    client_finish,
     function_name,
     image_from_url,
     logprobs_out,
     steps_text,
+    text_parts_merged,
     tool_call_arguments,
 )
 from openai_api.errors import openai_error_body
@@ -117,7 +119,7 @@ def response_format_from(value: Any, param: str) -> dict[str, Any] | None:
 
 
 def extra_from(req: ChatRequestIn) -> dict[str, Any]:
-    """The request's fields beyond the core (``agents.llm.ANSWER_FIELDS`` and hints)."""
+    """The request's fields beyond the core (``agents.kernel.llm.ANSWER_FIELDS`` and hints)."""
     extra: dict[str, Any] = {
         "response_format": response_format_from(req.response_format, "response_format"),
         "reasoning_effort": req.reasoning_effort, "seed": req.seed,
@@ -157,14 +159,7 @@ def _text_and_parts(content: Any, where: str, *, images: bool) -> tuple[llm.Part
         else:
             raise InvalidRequest(f"Content parts of type {kind!r} are not supported here.",
                                  param=f"{where}.content[{i}].type", code="unsupported_content")
-    # Adjacent text parts are one text for the backend.
-    merged: list[llm.Part] = []
-    for p in parts:
-        if isinstance(p, llm.TextPart) and merged and isinstance(merged[-1], llm.TextPart):
-            merged[-1] = llm.TextPart(merged[-1].text + "\n" + p.text)
-        else:
-            merged.append(p)
-    return tuple(merged)
+    return text_parts_merged(parts)
 
 
 def tool_choice_from(value: str | dict[str, Any] | None) -> llm.ToolChoice:
@@ -187,11 +182,14 @@ def parse_request(data: dict[str, Any]) -> tuple[ChatRequestIn, llm.LLMRequest]:
 
     check_message_count(data.get("messages"), param="messages")
     req: ChatRequestIn = validate(ChatRequestIn, data)
-    if req.web_search_options is not None:  # Chat Completions' hosted tool
-        check_not_hosted("web_search", param="web_search_options")
+    # Chat Completions' hosted tool, and any a client lists as a tool: the agent's policy
+    # decides (agents.tools.hosted)
+    hosted = [llm.HostedTool("web_search", "web_search_options")] \
+        if req.web_search_options is not None else []
     for i, tool in enumerate(req.tools or []):
-        check_not_hosted(tool.type, param=f"tools[{i}].type")
-        if tool.function is None:
+        if hosted_kind(tool.type) is not None:
+            hosted.append(llm.HostedTool(tool.type, f"tools[{i}].type"))
+        elif tool.function is None:
             raise InvalidRequest("Function tools need a 'function'.",
                                  param=f"tools[{i}].function")
     system: list[str] = []
@@ -228,7 +226,7 @@ def parse_request(data: dict[str, Any]) -> tuple[ChatRequestIn, llm.LLMRequest]:
     tools = [
         llm.Tool(t.function.name, t.function.description or "",
                  t.function.parameters or {"type": "object", "properties": {}})
-        for t in req.tools or [] if t.function is not None
+        for t in req.tools or [] if t.function is not None and hosted_kind(t.type) is None
     ]
     canonical = llm.LLMRequest(
         model=req.model,
@@ -242,6 +240,7 @@ def parse_request(data: dict[str, Any]) -> tuple[ChatRequestIn, llm.LLMRequest]:
         stop=stop,
         user=req.user,
         extra=extra_from(req),
+        hosted=tuple(hosted),
     )
     return req, canonical
 
@@ -331,14 +330,15 @@ class ChunkStream:
             return self._chunk({"tool_calls": [call]})
         if isinstance(event, llm.ToolActivity):
             return self._chunk({"reasoning_content": event.summary()})
-        if isinstance(event, llm.Finish):
-            return self._chunk({}, FINISH.get(event.reason, "stop"))
-        return b""
+        return b""  # the turn's end is rendered once it is over (finish)
 
-    def usage(self, usage: llm.Usage) -> bytes:
+    def finish(self, usage: llm.Usage, finish_reason: str) -> bytes:
+        """The last choice chunk, saying how the reply ended, then the usage chunk if the
+        client asked for it."""
+        end = self._chunk({}, FINISH.get(finish_reason, "stop"))
         if not self.include_usage:
-            return b""
-        return sse_data({
+            return end
+        return end + sse_data({
             "id": self.id, "object": "chat.completion.chunk", "created": self.created,
             "model": self.model, "system_fingerprint": None, "choices": [],
             "usage": usage_out(usage),
@@ -361,7 +361,8 @@ class Chat(Dialect):
         return render_completion(
             response_id=turn.spec.response_id, model=turn.model, created=int(time.time()),
             text=result.text, reasoning=steps_text(result) + result.reasoning,
-            tool_calls=result.tool_calls, finish_reason=result.finish_reason, usage=turn.usage,
+            tool_calls=result.tool_calls, usage=turn.usage,
+            finish_reason=client_finish(parsed.request, result.finish_reason, turn.usage),
             logprobs=result.logprobs if parsed.request.extra.get("logprobs") else None)
 
     async def frames(self, parsed: Parsed, turn: Any) -> Frames:
@@ -369,7 +370,8 @@ class Chat(Dialect):
         chunks = ChunkStream(response_id=turn.spec.response_id, model=turn.model,
                              include_usage=bool(options and options.include_usage))
         return Frames(start=chunks.start(), render=chunks.event,
-                      finish=lambda: chunks.usage(turn.usage),
+                      finish=lambda: chunks.finish(turn.usage, client_finish(
+                          parsed.request, turn.result.finish_reason, turn.usage)),
                       fail=lambda exc: sse_data(openai_error_body(exc)), done=SSE_DONE)
 
 

@@ -12,9 +12,9 @@ from typing import Any
 from django.conf import settings
 from pydantic import BaseModel, ValidationError
 
-from agents import llm
-from agents.exceptions import InvalidRequest
-from agents.jsonbody import MAX_JSON_DEPTH, json_parse, json_text_check, too_deep
+from agents.http.jsonbody import MAX_JSON_DEPTH, json_parse, json_text_check, too_deep
+from agents.kernel import llm
+from agents.kernel.exceptions import InvalidRequest
 
 _DATA_URI = re.compile(r"^data:(?P<type>[\w.+-]+/[\w.+-]+)?(?P<b64>;base64)?,(?P<data>.*)$", re.S)
 IMAGE_TYPES = {"image/jpeg", "image/png", "image/gif", "image/webp"}
@@ -22,7 +22,7 @@ IMAGE_TYPES = {"image/jpeg", "image/png", "image/gif", "image/webp"}
 
 def parse_json(body: bytes) -> dict[str, Any]:
     """The JSON object in ``body`` or :class:`InvalidRequest`: the rule every JSON input
-    follows (:func:`agents.jsonbody.json_parse`: ``invalid_json``, or ``invalid_value`` naming
+    follows (:func:`agents.http.jsonbody.json_parse`: ``invalid_json``, or ``invalid_value`` naming
     where a text holds a NUL or a lone surrogate), at whatever depth the parser reaches (a
     /v1 body is large: no walk to measure its depth)."""
     data = json_parse(body, max_depth=None)
@@ -31,27 +31,49 @@ def parse_json(body: bytes) -> dict[str, Any]:
     return data
 
 
+def text_parts_merged(parts: list[llm.Part]) -> tuple[llm.Part, ...]:
+    """``parts`` with each run of adjacent text parts joined by newlines: one text for the
+    backend, whichever dialect's content blocks it came in."""
+    merged: list[llm.Part] = []
+    for p in parts:
+        if isinstance(p, llm.TextPart) and merged and isinstance(merged[-1], llm.TextPart):
+            merged[-1] = llm.TextPart(merged[-1].text + "\n" + p.text)
+        else:
+            merged.append(p)
+    return tuple(merged)
+
+
 def steps_text(result: Any) -> str:
     """A finished turn's own tool calls as lines of its reasoning (the Chat Completions and
     Messages dialects show them there; the Responses API has items of its own)."""
     return "".join(step.summary() for step in getattr(result, "tool_steps", ()))
 
 
-# Tools that OpenAI or Anthropic run on their own servers (Responses built-in tools, Anthropic
-# server tools): the type, or the prefix of a versioned type (``web_search_20250305``).
-HOSTED_TOOLS = ("web_search", "file_search", "code_interpreter", "image_generation",
-                "computer_use", "code_execution", "web_fetch")
+def client_finish(request: llm.LLMRequest, finish_reason: str, usage: llm.Usage | None) -> str:
+    """How a reply ended, as the client's own output limit sees it (every dialect):
+    ``length`` only when it reached the ``max_tokens`` / ``max_completion_tokens`` /
+    ``max_output_tokens`` the client asked for. Cut by a smaller limit of the agent's
+    (``max_output_tokens``) or by the model's window, the agent's turn is over: ``stop``
+    (Claude Code answers ``max_tokens`` by asking for more, four times, then fails with
+    "exceeded the 32000 output token maximum"; Codex CLI fails an ``incomplete`` response;
+    Aider answers ``length`` with "hit a token limit!" and applies no edit; Qwen Code asks
+    again with twice the ``max_tokens``, then for a continuation). The stored turn keeps
+    ``length``."""
+    asked = request.max_output_tokens
+    if finish_reason == "length" and (
+            asked is None or usage is None or usage.output_tokens < asked):
+        return "stop"
+    return finish_reason
 
 
-def check_not_hosted(kind: Any, *, param: str) -> None:
-    """Refuse a hosted tool (:data:`HOSTED_TOOLS`) with 400 naming it: no provider Gaia
-    speaks to runs it, and dropping it would leave the client waiting for what it relied on."""
-    if isinstance(kind, str) and kind.startswith(HOSTED_TOOLS):
-        raise InvalidRequest(
-            f"The tool '{kind}' is a hosted tool (run on OpenAI's or Anthropic's servers): "
-            "Gaia does not host it. Remove it from 'tools', or give the agent a function "
-            "tool or an MCP server that does the same.",
-            param=param, code="unsupported_tool")
+def hosted_required(hosted: list[llm.HostedTool], kind: str, *, param: str) -> None:
+    """Mark the hosted tool of type ``kind`` as required by the request's ``tool_choice``
+    (one the tools do not list joins them, from ``param``)."""
+    for i, tool in enumerate(hosted):
+        if tool.type == kind:
+            hosted[i] = llm.HostedTool(tool.type, tool.param, required=True)
+            return
+    hosted.append(llm.HostedTool(kind, param, required=True))
 
 
 def logprobs_out(tokens: Any) -> list[dict[str, Any]]:

@@ -1,12 +1,10 @@
-"""Anthropic Messages API: request parsing, reply rendering and the streaming state machine.
+"""Anthropic Messages API: request parsing and the dialect (the output side, a reply and its
+stream's events, is :mod:`openai_api.dialects.messages_output`).
 
 https://docs.anthropic.com/en/api/messages (and reference 004, section 1). Tolerant input
 (unknown fields such as ``cache_control`` ignored, ``system`` and ``content`` as strings or
 blocks), strict output: every object and event validates against the ``anthropic`` SDK's types.
-
-The agent's own steps (the reasoning channel) become ``thinking`` blocks. Their ``signature``
-is empty: Gaia does not sign them, and thinking blocks a client sends back are dropped on input
-(they are not the assistant's words).
+Thinking blocks a client sends back are dropped on input (they are not the assistant's words).
 """
 
 from __future__ import annotations
@@ -19,24 +17,29 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agents import llm
-from agents.exceptions import GaiaError, InvalidRequest
-from agents.jsonbody import MAX_JSON_DEPTH, too_deep
+from agents.http.jsonbody import MAX_JSON_DEPTH, too_deep
+from agents.kernel import llm
+from agents.kernel.exceptions import InvalidRequest
+from agents.tools.hosted import hosted_kind
 from openai_api.dialects.base import Dialect, Parsed
 from openai_api.dialects.common import (
     IMAGE_TYPES,
     check_message_count,
-    check_not_hosted,
     check_tool_call_id,
+    client_finish,
+    hosted_required,
     image_from_url,
     steps_text,
+    text_parts_merged,
     validate,
 )
-from openai_api.errors import anthropic_error_body
-from openai_api.sse import Frames, sse_event
-
-STOP_REASON = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use",
-               "content_filter": "refusal"}
+from openai_api.dialects.messages_output import (
+    MessageEventStream,
+    error_event,
+    ping,
+    render_message,
+)
+from openai_api.sse import Frames
 
 
 class _In(BaseModel):
@@ -112,16 +115,6 @@ def _image(block: dict[str, Any], where: str) -> llm.ImagePart:
                          param=f"{where}.source.type", code="invalid_image")
 
 
-def _merge_text(parts: list[llm.Part]) -> tuple[llm.Part, ...]:
-    merged: list[llm.Part] = []
-    for p in parts:  # adjacent text blocks are one text for the backend, as in chat.py
-        if isinstance(p, llm.TextPart) and merged and isinstance(merged[-1], llm.TextPart):
-            merged[-1] = llm.TextPart(merged[-1].text + "\n" + p.text)
-        else:
-            merged.append(p)
-    return tuple(merged)
-
-
 def _tool_result(block: dict[str, Any], where: str) -> llm.Message:
     call_id = block.get("tool_use_id")
     if not isinstance(call_id, str) or not call_id:
@@ -147,7 +140,7 @@ def _tool_result(block: dict[str, Any], where: str) -> llm.Message:
     elif content is not None:
         raise InvalidRequest("tool_result content must be a string or blocks.",
                              param=f"{where}.content")
-    return llm.Message("tool", _merge_text(parts), tool_call_id=call_id,
+    return llm.Message("tool", text_parts_merged(parts), tool_call_id=call_id,
                        is_error=bool(block.get("is_error")))
 
 
@@ -198,20 +191,27 @@ def parse_messages(messages: list[MessageIn]) -> list[llm.Message]:
                     param=f"{here}.type", code="unsupported_content")
         out.extend(results)
         if parts or calls or not results:
-            out.append(llm.Message(m.role, _merge_text(parts), tuple(calls)))
+            out.append(llm.Message(m.role, text_parts_merged(parts), tuple(calls)))
     return out
 
 
-def _tools(tools: list[dict[str, Any]] | None) -> list[llm.Tool]:
-    """Client tools (``name``, ``description``, ``input_schema``). Anthropic's server tools
-    (``web_search_...``, ``code_execution_...``), which only Anthropic runs, are refused with
-    400 naming them; so are its client-run tools with a versioned ``type`` (``bash_...``,
-    ``text_editor_...``): their schemas are Anthropic's models' own, with no form to give
-    another model."""
+def _tools(tools: list[dict[str, Any]] | None, hosted: list[llm.HostedTool]
+           ) -> tuple[list[llm.Tool], dict[str, str]]:
+    """Client tools (``name``, ``description``, ``input_schema``), and the names of the
+    hosted ones (-> their type). Anthropic's server tools (``web_search_...``,
+    ``code_execution_...``, ``web_fetch_...``), which only Anthropic runs, and its computer
+    use join ``hosted``: the agent's policy decides (agents.tools.hosted). Its other tools
+    with a versioned ``type`` (``bash_...``, ``text_editor_...``: run by the client, but with
+    schemas only Anthropic's models know) are refused with 400 naming them."""
     out: list[llm.Tool] = []
+    names: dict[str, str] = {}
     for i, tool in enumerate(tools or []):
         kind = tool.get("type")
-        check_not_hosted(kind, param=f"tools[{i}].type")
+        if hosted_kind(kind) is not None:
+            hosted.append(llm.HostedTool(kind, f"tools[{i}].type"))
+            if isinstance(tool.get("name"), str):
+                names[tool["name"]] = kind
+            continue
         if kind not in (None, "custom"):
             raise InvalidRequest(
                 f"The tool type {kind!r} (a tool Anthropic's models know by heart) is not "
@@ -225,7 +225,7 @@ def _tools(tools: list[dict[str, Any]] | None) -> list[llm.Tool]:
             raise InvalidRequest("Tools need an 'input_schema' object.",
                                  param=f"tools[{i}].input_schema")
         out.append(llm.Tool(name, str(tool.get("description") or ""), schema))
-    return out
+    return out, names
 
 
 def tool_choice_from(value: dict[str, Any] | None) -> llm.ToolChoice:
@@ -256,18 +256,25 @@ def parse_request(data: dict[str, Any], *, require_max_tokens: bool = True
     if not any(m.role in ("user", "tool") for m in conversation):
         raise InvalidRequest("No user message in request.", param="messages",
                              code="missing_user_message")
+    hosted: list[llm.HostedTool] = []
+    tools, hosted_names = _tools(req.tools, hosted)
+    choice = tool_choice_from(req.tool_choice)
+    if choice.mode == "tool" and choice.name in hosted_names:  # a server tool, by its name
+        hosted_required(hosted, hosted_names[choice.name], param="tool_choice")
+        choice = llm.ToolChoice("auto")
     canonical = llm.LLMRequest(
         model=req.model,
         system=_text_of(req.system, "system") if req.system is not None else "",
         messages=conversation,
-        tools=_tools(req.tools),
-        tool_choice=tool_choice_from(req.tool_choice),
+        tools=tools,
+        tool_choice=choice,
         max_output_tokens=req.max_tokens,
         temperature=req.temperature,
         top_p=req.top_p,
         stop=list(req.stop_sequences or []),
         user=user[:300] if isinstance(user, str) and user else None,  # Thread.user's length
         extra=extra_from(req),
+        hosted=tuple(hosted),
     )
     return req, canonical
 
@@ -291,7 +298,8 @@ def output_format_from(req: MessagesRequestIn) -> dict[str, Any] | None:
 def extra_from(req: MessagesRequestIn) -> dict[str, Any]:
     """The request's fields beyond the core: ``top_k``, ``thinking`` (unless disabled), the
     effort of ``output_config`` (Claude Code sends it) as ``reasoning_effort``, its
-    ``format`` as ``response_format``, the tier."""
+    ``format`` as ``response_format``, the tier, and ``tool_choice.disable_parallel_tool_use``
+    as ``parallel_tool_calls: false``."""
     effort = (req.output_config or {}).get("effort")
     thinking = req.thinking if (req.thinking or {}).get("type") not in (None, "disabled") \
         else None
@@ -299,132 +307,9 @@ def extra_from(req: MessagesRequestIn) -> dict[str, Any]:
                              "reasoning_effort": effort if isinstance(effort, str) else None,
                              "response_format": output_format_from(req),
                              "service_tier": req.service_tier}
+    if (req.tool_choice or {}).get("disable_parallel_tool_use") is True:
+        extra["parallel_tool_calls"] = False  # the canonical spelling (README's table)
     return {k: v for k, v in extra.items() if v is not None}
-
-
-# -- rendering ----------------------------------------------------------------------------------
-
-def tool_input(arguments: str) -> dict[str, Any]:
-    """A tool call's arguments as the ``input`` object; malformed JSON gives ``{}`` (ref 004)."""
-    try:
-        value = json.loads(arguments) if arguments else {}
-    except (ValueError, RecursionError):
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
-def usage_out(input_tokens: int, output_tokens: int) -> dict[str, Any]:
-    return {"input_tokens": input_tokens, "output_tokens": output_tokens,
-            "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
-
-
-def render_message(*, message_id: str, model: str, text: str, reasoning: str,
-                   tool_calls: list[llm.ToolCall], finish_reason: str,
-                   usage: llm.Usage) -> dict[str, Any]:
-    content: list[dict[str, Any]] = []
-    if reasoning:
-        content.append({"type": "thinking", "thinking": reasoning, "signature": ""})
-    if text:
-        content.append({"type": "text", "text": text})
-    content.extend(
-        {"type": "tool_use", "id": c.id, "name": c.name, "input": tool_input(c.arguments)}
-        for c in tool_calls
-    )
-    return {
-        "id": message_id,
-        "type": "message",
-        "role": "assistant",
-        "model": model,
-        "content": content,
-        "stop_reason": STOP_REASON.get(finish_reason, "end_turn"),
-        "stop_sequence": None,
-        "usage": usage_out(usage.input_tokens, usage.output_tokens),
-    }
-
-
-def ping() -> bytes:
-    return sse_event("ping", {"type": "ping"})
-
-
-def error_event(exc: GaiaError) -> bytes:
-    return sse_event("error", anthropic_error_body(exc))
-
-
-class MessageEventStream:
-    """Renders canonical events as Anthropic Messages SSE events.
-
-    One content block is open at a time: ``thinking`` (reasoning), ``text`` or ``tool_use`` (one
-    per tool call, its arguments as ``input_json_delta``). Switching channel stops the open block.
-    """
-
-    def __init__(self, *, message_id: str, model: str) -> None:
-        self.id = message_id
-        self.model = model
-        self.index = -1
-        self._open: str | None = None
-        self._call_index: int | None = None
-
-    def start(self, input_tokens: int) -> bytes:
-        return sse_event("message_start", {"type": "message_start", "message": {
-            "id": self.id, "type": "message", "role": "assistant", "model": self.model,
-            "content": [], "stop_reason": None, "stop_sequence": None,
-            "usage": usage_out(input_tokens, 0),
-        }})
-
-    def _close(self) -> bytes:
-        if self._open is None:
-            return b""
-        self._open = None
-        return sse_event("content_block_stop", {"type": "content_block_stop",
-                                                "index": self.index})
-
-    def _start_block(self, kind: str, block: dict[str, Any]) -> bytes:
-        out = self._close()
-        self.index += 1
-        self._open = kind
-        return out + sse_event("content_block_start", {
-            "type": "content_block_start", "index": self.index, "content_block": block})
-
-    def _delta(self, delta: dict[str, Any]) -> bytes:
-        return sse_event("content_block_delta", {"type": "content_block_delta",
-                                                 "index": self.index, "delta": delta})
-
-    def event(self, event: llm.Event) -> bytes:
-        if isinstance(event, llm.TextDelta):
-            if not event.text:
-                return b""
-            out = b"" if self._open == "text" else self._start_block(
-                "text", {"type": "text", "text": ""})
-            return out + self._delta({"type": "text_delta", "text": event.text})
-        if isinstance(event, llm.ToolActivity):
-            event = llm.ReasoningDelta(event.summary())
-        if isinstance(event, llm.ReasoningDelta):
-            if not event.text:
-                return b""
-            out = b"" if self._open == "thinking" else self._start_block(
-                "thinking", {"type": "thinking", "thinking": "", "signature": ""})
-            return out + self._delta({"type": "thinking_delta", "thinking": event.text})
-        if isinstance(event, llm.ToolCallDelta):
-            out = b""
-            if self._open != "tool_use" or self._call_index != event.index:
-                out = self._start_block("tool_use", {
-                    "type": "tool_use", "id": event.id or f"call_{event.index}",
-                    "name": event.name or "", "input": {}})
-                self._call_index = event.index
-            if event.arguments:
-                out += self._delta({"type": "input_json_delta", "partial_json": event.arguments})
-            return out
-        return b""
-
-    def finish(self, usage: llm.Usage, finish_reason: str) -> bytes:
-        return self._close() + sse_event("message_delta", {
-            "type": "message_delta",
-            "delta": {"stop_reason": STOP_REASON.get(finish_reason, "end_turn"),
-                      "stop_sequence": None},
-            # The final usage is cumulative, as Anthropic sends it (LangChain's
-            # ChatAnthropic.stream() reads input_tokens here).
-            "usage": usage_out(usage.input_tokens, usage.output_tokens),
-        }) + sse_event("message_stop", {"type": "message_stop"})
 
 
 class Messages(Dialect):
@@ -445,7 +330,8 @@ class Messages(Dialect):
         return render_message(
             message_id=turn.spec.response_id, model=turn.model, text=result.text,
             reasoning=steps_text(result) + result.reasoning, tool_calls=result.tool_calls,
-            finish_reason=result.finish_reason, usage=turn.usage)
+            finish_reason=client_finish(parsed.request, result.finish_reason, turn.usage),
+            usage=turn.usage)
 
     async def frames(self, parsed: Parsed, turn: Any) -> Frames:
         # message_start carries the input tokens: counted now, before the first token.
@@ -453,7 +339,8 @@ class Messages(Dialect):
         stream = MessageEventStream(message_id=turn.spec.response_id, model=turn.model)
         return Frames(start=stream.start(input_tokens), render=stream.event,
                       keepalive=ping(), fail=error_event,
-                      finish=lambda: stream.finish(turn.usage, turn.result.finish_reason))
+                      finish=lambda: stream.finish(turn.usage, client_finish(
+                          parsed.request, turn.result.finish_reason, turn.usage)))
 
 
 DIALECT = Messages()

@@ -9,23 +9,26 @@ in a ``function`` wrapper), strict output: every object and event validates agai
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import uuid
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agents import llm
-from agents.exceptions import InvalidRequest
+from agents.kernel import llm
+from agents.kernel.exceptions import InvalidRequest
 from agents.tools import client_mcp_server
 from openai_api.dialects.base import Dialect, Parsed
 from openai_api.dialects.chat import response_format_from
 from openai_api.dialects.common import (
     check_message_count,
-    check_not_hosted,
     check_tool_call_id,
+    client_finish,
     function_name,
+    hosted_required,
     image_from_url,
+    text_parts_merged,
     tool_call_arguments,
     validate,
 )
@@ -106,17 +109,21 @@ def _parts(content: Any, where: str, *, images: bool) -> tuple[llm.Part, ...]:
         else:
             raise InvalidRequest(f"Content parts of type {kind!r} are not supported here.",
                                  param=f"{here}.type", code="unsupported_content")
-    merged: list[llm.Part] = []
-    for p in parts:  # adjacent text parts are one text for the backend, as in chat.py
-        if isinstance(p, llm.TextPart) and merged and isinstance(merged[-1], llm.TextPart):
-            merged[-1] = llm.TextPart(merged[-1].text + "\n" + p.text)
-        else:
-            merged.append(p)
-    return tuple(merged)
+    return text_parts_merged(parts)
 
 
 def _arguments(value: Any, param: str) -> str:
     return tool_call_arguments(value, param)
+
+
+def _call_joined(messages: list[llm.Message], call: llm.ToolCall) -> None:
+    """Add ``call`` to the assistant message that ends ``messages``, or as one of its own: an
+    answer's text and its calls are one assistant turn, as Chat Completions stores them."""
+    last = messages[-1] if messages else None
+    if last is not None and last.role == "assistant":
+        messages[-1] = llm.Message("assistant", last.parts, (*last.tool_calls, call))
+    else:
+        messages.append(llm.Message("assistant", (), (call,)))
 
 
 def parse_input(items: str | list[dict[str, Any]], answers: list[llm.ApprovalAnswer] | None = None
@@ -150,32 +157,16 @@ def parse_input(items: str | list[dict[str, Any]], answers: list[llm.ApprovalAns
                     llm.Message("assistant", _parts(item.get("content"), where, images=False)))
             else:
                 raise InvalidRequest(f"Unknown message role {role!r}.", param=f"{where}.role")
-        elif kind == "function_call":
+        elif kind in ("function_call", "custom_tool_call"):
             call_id = item.get("call_id") or item.get("id")
             name = item.get("name")
             if not isinstance(call_id, str) or not call_id or not isinstance(name, str):
-                raise InvalidRequest("function_call items need 'call_id' and 'name'.",
+                raise InvalidRequest(f"{kind} items need 'call_id' and 'name'.",
                                      param=f"{where}.call_id")
-            call = llm.ToolCall(call_id, _namespaced(item, name),
-                                _arguments(item.get("arguments", ""), f"{where}.arguments"))
-            last = messages[-1] if messages else None
-            if last is not None and last.role == "assistant":
-                messages[-1] = llm.Message("assistant", last.parts, (*last.tool_calls, call))
-            else:
-                messages.append(llm.Message("assistant", (), (call,)))
-        elif kind == "custom_tool_call":
-            call_id = item.get("call_id") or item.get("id")
-            name = item.get("name")
-            if not isinstance(call_id, str) or not call_id or not isinstance(name, str):
-                raise InvalidRequest("custom_tool_call items need 'call_id' and 'name'.",
-                                     param=f"{where}.call_id")
-            call = llm.ToolCall(call_id, _namespaced(item, name),
-                                llm.custom_arguments(str(item.get("input", ""))))
-            last = messages[-1] if messages else None
-            if last is not None and last.role == "assistant":
-                messages[-1] = llm.Message("assistant", last.parts, (*last.tool_calls, call))
-            else:
-                messages.append(llm.Message("assistant", (), (call,)))
+            arguments = (_arguments(item.get("arguments", ""), f"{where}.arguments")
+                         if kind == "function_call"
+                         else llm.custom_arguments(str(item.get("input", ""))))
+            _call_joined(messages, llm.ToolCall(call_id, _namespaced(item, name), arguments))
         elif kind in ("function_call_output", "custom_tool_call_output"):
             call_id = item.get("call_id")
             if not isinstance(call_id, str) or not call_id:
@@ -196,7 +187,8 @@ def parse_input(items: str | list[dict[str, Any]], answers: list[llm.ApprovalAns
             answers.append(llm.ApprovalAnswer(request_id, approve,
                                               reason if isinstance(reason, str) else "",
                                               f"{where}.approval_request_id"))
-        elif kind in ("reasoning", "mcp_list_tools", "mcp_call", "mcp_approval_request"):
+        elif kind in ("reasoning", "mcp_list_tools", "mcp_call", "mcp_approval_request",
+                      "web_search_call", "file_search_call"):
             continue  # the reply's own records, sent back: its thread holds them already
         else:
             raise InvalidRequest(f"Input items of type {kind!r} are not supported.",
@@ -222,9 +214,10 @@ def _format_note(fmt: Any) -> str:
 
 def _tools(tools: list[dict[str, Any]] | None) -> list[llm.Tool]:
     """Function tools, flat (Responses) or nested (Chat Completions), ``custom`` (free-form)
-    tools, and the function tools of a ``namespace`` (as ``NAMESPACE__NAME``). Hosted tools
-    (web search, file search...) are run by OpenAI's servers, not by the client: no provider
-    here runs them, so they are not offered (README, "What reaches the provider")."""
+    tools, and the function tools of a ``namespace`` (as ``NAMESPACE__NAME``). ``mcp`` tools
+    are the client's servers (:func:`client_mcp_server`); every other type is a built-in
+    tool (web search, file search, local shell...) that no provider here is given as such:
+    :func:`hosted_tools` lists them for the agent's policy (agents.tools.hosted)."""
     out: list[llm.Tool] = []
     for i, tool in enumerate(tools or []):
         kind = tool.get("type", "function")
@@ -245,9 +238,8 @@ def _tools(tools: list[dict[str, Any]] | None) -> list[llm.Tool]:
             out.append(llm.custom_tool(name, str(tool.get("description") or ""),
                                        _format_note(tool.get("format"))))
             continue
-        check_not_hosted(kind, param=f"tools[{i}].type")
         if kind != "function":
-            continue  # mcp tools: client_mcp
+            continue  # mcp tools: client_mcp; built-in tools: hosted_tools
         spec = tool.get("function") if isinstance(tool.get("function"), dict) else tool
         name = spec.get("name")
         if not isinstance(name, str) or not name:
@@ -261,6 +253,16 @@ def _tools(tools: list[dict[str, Any]] | None) -> list[llm.Tool]:
     return out
 
 
+CLIENT_TOOL_TYPES = ("function", "custom", "namespace", "mcp")
+
+
+def hosted_tools(tools: list[dict[str, Any]] | None) -> list[llm.HostedTool]:
+    """The request's built-in tools (``web_search``, ``file_search``, ``local_shell``...)."""
+    return [llm.HostedTool(str(tool.get("type")), f"tools[{i}].type")
+            for i, tool in enumerate(tools or [])
+            if tool.get("type", "function") not in CLIENT_TOOL_TYPES]
+
+
 def client_tools(data: dict[str, Any], tools: list[llm.Tool]) -> ClientTools:
     spaced = {
         f"{t['name']}{NAMESPACE_SEP}{inner.get('name')}"
@@ -270,7 +272,11 @@ def client_tools(data: dict[str, Any], tools: list[llm.Tool]) -> ClientTools:
     return ClientTools(frozenset(t.name for t in tools if t.custom), frozenset(spaced))
 
 
-def tool_choice_from(value: str | dict[str, Any] | None) -> llm.ToolChoice:
+def tool_choice_from(value: str | dict[str, Any] | None,
+                     hosted: list[llm.HostedTool] | None = None) -> llm.ToolChoice:
+    """The canonical ``tool_choice``; one that names a built-in tool (``{"type":
+    "web_search"}``) marks it required in ``hosted`` and is ``auto`` until the agent's policy
+    decides (agents.tools.hosted)."""
     if value is None or value == "auto":
         return llm.ToolChoice("auto")
     if value in ("none", "required"):
@@ -283,8 +289,11 @@ def tool_choice_from(value: str | dict[str, Any] | None) -> llm.ToolChoice:
                 return llm.ToolChoice("tool", name)
         elif kind == "allowed_tools":
             return llm.ToolChoice("required" if value.get("mode") == "required" else "auto")
-        elif isinstance(kind, str):
-            return llm.ToolChoice("auto")  # a hosted tool: the provider decides
+        elif kind == "mcp":
+            return llm.ToolChoice("auto")  # a client's server: its tools are Gaia's to run
+        elif isinstance(kind, str) and kind:
+            hosted_required(hosted if hosted is not None else [], kind, param="tool_choice")
+            return llm.ToolChoice("auto")
     raise InvalidRequest("Invalid tool_choice.", param="tool_choice")
 
 
@@ -320,12 +329,13 @@ def parse_request(data: dict[str, Any]) -> tuple[ResponseRequestIn, llm.LLMReque
                         ("service_tier", req.service_tier), ("metadata", req.metadata or None)):
         if value is not None:
             extra[name] = value
+    hosted = hosted_tools(req.tools)
     canonical = llm.LLMRequest(
         model=req.model,
         system="\n\n".join(system),
         messages=messages,
         tools=_tools(req.tools),
-        tool_choice=tool_choice_from(req.tool_choice),
+        tool_choice=tool_choice_from(req.tool_choice, hosted),
         max_output_tokens=req.max_output_tokens,
         temperature=req.temperature,
         top_p=req.top_p,
@@ -334,6 +344,7 @@ def parse_request(data: dict[str, Any]) -> tuple[ResponseRequestIn, llm.LLMReque
         client_mcp=tuple(client_mcp_server(t, f"tools[{i}]") for i, t in enumerate(req.tools or [])
                          if isinstance(t, dict) and t.get("type") == "mcp"),
         approval_answers=tuple(answers),
+        hosted=tuple(hosted),
     )
     return req, canonical
 
@@ -404,10 +415,11 @@ class Responses(Dialect):
         response_id = turn.spec.response_id
         return render_response(
             response_id=response_id, model=turn.model, created_at=int(time.time()),
-            status=STATUS.get(result.finish_reason, "completed"),
+            status=STATUS.get(client_finish(parsed.request, result.finish_reason, turn.usage),
+                              "completed"),
             output=output_items(response_id=response_id, text=result.text,
                                 reasoning=result.reasoning, tool_calls=result.tool_calls,
-                                tools=parsed.extra["tools"], steps=result.tool_steps,
+                                tools=_tools_of(parsed, turn), steps=result.tool_steps,
                                 listings=result.tool_listings,
                                 approvals=result.approval_requests,
                                 logprobs=result.logprobs),
@@ -415,10 +427,17 @@ class Responses(Dialect):
 
     async def frames(self, parsed: Parsed, turn: Any) -> Frames:
         stream = ResponseEventStream(response_id=turn.spec.response_id, model=turn.model,
-                                     echo=parsed.extra["echo"], tools=parsed.extra["tools"])
+                                     echo=parsed.extra["echo"], tools=_tools_of(parsed, turn))
         return Frames(start=stream.start(), render=stream.event,
-                      finish=lambda: stream.finish(turn.usage, turn.result.finish_reason),
+                      finish=lambda: stream.finish(turn.usage, client_finish(
+                          parsed.request, turn.result.finish_reason, turn.usage)),
                       fail=lambda exc: stream.failed(exc, turn.usage), done=SSE_DONE)
+
+
+def _tools_of(parsed: Parsed, turn: Any) -> ClientTools:
+    """The request's tools as rendering needs them, with the agent's tools that serve its
+    hosted ones (their calls are ``web_search_call`` items...: agents.tools.hosted)."""
+    return dataclasses.replace(parsed.extra["tools"], hosted=turn.spec.hosted.served)
 
 
 DIALECT = Responses()

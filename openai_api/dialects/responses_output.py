@@ -8,13 +8,14 @@ stored response rendered again by ``GET /v1/responses/{id}`` carries the same id
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from agents import llm
-from agents.exceptions import GaiaError
+from agents.kernel import llm
+from agents.kernel.exceptions import GaiaError
 from openai_api.dialects.common import logprobs_out
 from openai_api.sse import sse_event
 
@@ -28,6 +29,9 @@ class ClientTools:
 
     custom: frozenset[str] = frozenset()
     namespaced: frozenset[str] = frozenset()
+    # The agent's tools that serve a hosted tool the client sent (name -> kind: web_search):
+    # their calls render as that tool's own items (agents.tools.hosted)
+    hosted: dict[str, str] = field(default_factory=dict)
 
 
 def item_ids(response_id: str) -> tuple[str, str, str]:
@@ -123,6 +127,47 @@ def mcp_id(response_id: str, call_id: str) -> str:
     return f"mcp_{response_id.removeprefix('resp_')}_{call_id}"
 
 
+# A hosted tool that the agent's own tool serves, as the Responses API's own item for it:
+# kind -> (item type, id prefix, the event family its progress is told by).
+HOSTED_ITEMS = {"web_search": ("web_search_call", "ws", "response.web_search_call"),
+                "file_search": ("file_search_call", "fs", "response.file_search_call")}
+
+
+def _query(arguments: str) -> str:
+    """What a search tool's call searched for: its ``query`` (else its first text)."""
+    try:
+        args = json.loads(arguments) if arguments.strip() else {}
+    except (ValueError, RecursionError):
+        return arguments
+    if not isinstance(args, dict):
+        return arguments
+    for value in (args.get("query"), args.get("q"), *args.values()):
+        if isinstance(value, str):
+            return value
+    return arguments
+
+
+def step_id(response_id: str, activity: llm.ToolActivity, tools: ClientTools) -> str:
+    kind = tools.hosted.get(activity.name)
+    prefix = HOSTED_ITEMS[kind][1] if kind in HOSTED_ITEMS else "mcp"
+    return f"{prefix}_{response_id.removeprefix('resp_')}_{activity.call_id}"
+
+
+def step_item(item_id: str, activity: llm.ToolActivity, tools: ClientTools) -> dict[str, Any]:
+    """An agent's own tool call: OpenAI's item for the hosted tool it serves (a
+    ``web_search_call``, a ``file_search_call``), else an ``mcp_call``."""
+    kind = tools.hosted.get(activity.name)
+    if kind not in HOSTED_ITEMS:
+        return mcp_call_item(item_id, activity)
+    status = {"completed": "completed", "failed": "failed"}.get(activity.status, "in_progress")
+    query = _query(activity.arguments)
+    if kind == "web_search":
+        return {"id": item_id, "type": "web_search_call", "status": status,
+                "action": {"type": "search", "query": query}}
+    return {"id": item_id, "type": "file_search_call", "status": status, "queries": [query],
+            "results": None}
+
+
 def output_items(*, response_id: str, text: str, reasoning: str,
                  tool_calls: list[llm.ToolCall], tools: ClientTools | None = None,
                  steps: list[llm.ToolActivity] = (), listings: list[llm.ToolsListed] = (),
@@ -134,14 +179,14 @@ def output_items(*, response_id: str, text: str, reasoning: str,
     out: list[dict[str, Any]] = [
         mcp_list_tools_item(f"mcpl_{response_id.removeprefix('resp_')}_{n}", listed)
         for n, listed in enumerate(listings)]
-    out.extend(mcp_call_item(mcp_id(response_id, s.call_id), s) for s in steps)
+    tools = tools or ClientTools()
+    out.extend(step_item(step_id(response_id, s, tools), s, tools) for s in steps)
     if reasoning:
         out.append(reasoning_item(rs_id, reasoning))
     if text or not (tool_calls or approvals):
         out.append(message_item(msg_id, text, logprobs=logprobs))
     out.extend(mcp_approval_request_item(a) for a in approvals)
-    out.extend(call_item(f"{fc_prefix}_{i}", c, tools or ClientTools())
-               for i, c in enumerate(tool_calls))
+    out.extend(call_item(f"{fc_prefix}_{i}", c, tools) for i, c in enumerate(tool_calls))
     return out
 
 
@@ -372,6 +417,8 @@ class ResponseEventStream:
                 "response.mcp_list_tools.in_progress", ids) + self._emit(
                 "response.mcp_list_tools.completed", ids) + self._emit(
                 "response.output_item.done", {"output_index": index, "item": item})
+        if event.name in self.tools.hosted and self.tools.hosted[event.name] in HOSTED_ITEMS:
+            return out + self._hosted(event)
         item_id = mcp_id(self.id, event.call_id)
         if event.status == "running":
             self._mcp[event.call_id] = index
@@ -393,6 +440,28 @@ class ResponseEventStream:
             "response.mcp_call.completed")
         return out + self._emit(kind, ids) + self._emit(
             "response.output_item.done", {"output_index": index, "item": item})
+
+    def _hosted(self, event: llm.ToolActivity) -> bytes:
+        """A call of the agent's tool that serves a hosted tool, as that tool's item and
+        events (``response.web_search_call.in_progress``, ``.searching``, ``.completed``)."""
+        item_id = step_id(self.id, event, self.tools)
+        family = HOSTED_ITEMS[self.tools.hosted[event.name]][2]
+        if event.status == "running":
+            index = self._mcp[event.call_id] = len(self.output)
+            item = step_item(item_id, event, self.tools)
+            self.output.append(item)
+            ids = {"item_id": item_id, "output_index": index}
+            return self._emit("response.output_item.added", {
+                "output_index": index, "item": item}) + self._emit(
+                f"{family}.in_progress", ids) + self._emit(f"{family}.searching", ids)
+        if not event.done or event.call_id not in self._mcp:
+            return b""
+        index = self._mcp.pop(event.call_id)
+        item = self.output[index] = step_item(item_id, event, self.tools)
+        ids = {"item_id": item_id, "output_index": index}
+        done = self._emit(f"{family}.completed", ids) if event.status == "completed" else b""
+        return done + self._emit("response.output_item.done", {"output_index": index,
+                                                                "item": item})
 
     def finish(self, usage: llm.Usage, finish_reason: str) -> bytes:
         out = self._close()

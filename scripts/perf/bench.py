@@ -1,6 +1,6 @@
 """Benchmark runs through the queue: latency, throughput and suite wall times. Prints figures.
 
-    REDIS_URL=redis://127.0.0.1:6379/3 .venv/bin/python scripts/perf/bench.py [--model-questions 3]
+    REDIS_URL=redis://127.0.0.1:6379/3 .venv/bin/python -m scripts.perf.bench [--model-questions 3]
 
 Sets up a scratch Gaia in a temporary data dir (SQLite, or ``--database-url``; migrated, the
 default agents created), starts one API server (uvicorn) and Celery workers (``-P solo``, one run
@@ -26,7 +26,6 @@ import json
 import os
 import re
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -38,14 +37,9 @@ from typing import Any
 
 import httpx
 
-ROOT = Path(__file__).resolve().parents[2]
+from scripts.perf.harness import ROOT, free_port, stop_group
+
 API = "/api/v1/benchmarks"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def pct(values: list[float], p: float) -> float:
@@ -111,12 +105,7 @@ class Stack:
 
     def stop(self) -> None:
         for proc in self.procs:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
-                try:
-                    proc.wait(15)
-                except subprocess.TimeoutExpired:
-                    os.killpg(proc.pid, signal.SIGKILL)
+            stop_group(proc)
 
 
 def ts(value: str) -> float:

@@ -1,6 +1,6 @@
-"""``scripts/perf/chat.py --production``: SQLite and PostgreSQL + Redis side by side, each set
-up and started as a user starts it (the gaia CLI on defaults alone), interleaved rounds; with
-``--load-generator shared`` the cells are driven by ../shared/perf/load.py. Run it through
+"""``python -m scripts.perf.chat --production``: SQLite and PostgreSQL + Redis side by side,
+each set up and started as a user starts it (the gaia CLI on defaults alone), interleaved rounds;
+with ``--load-generator shared`` the cells are driven by ../shared/perf/load.py. Run it through
 chat.py (its options and help live there)."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from chat import (
+from scripts.perf.harness import (
     ROOT,
     Load,
     free_port,
@@ -24,6 +24,7 @@ from chat import (
     proc_tree_cpu,
     services_cpu,
     start_upstream,
+    terminate,
     wait_port,
 )
 
@@ -151,11 +152,8 @@ def production(args: argparse.Namespace) -> None:
                               + (f"  errors {r['errors']}" if r["errors"] else ""),
                               file=sys.stderr, flush=True)
         finally:
-            for proc, _, _ in servers.values():
-                proc.terminate()
-                proc.wait(15)
-            upstream.terminate()
-            upstream.wait(10)
+            terminate((proc for proc, _, _ in servers.values()), 15)
+            terminate([upstream], 10)
     print(f"\nGaia /v1/chat/completions, started as `gaia api start` with nothing else set, "
           f"agent kind openai on a fake upstream (32 tokens); {args.duration:g} s per cell, "
           f"medians of {args.rounds} interleaved round(s); load generator: "

@@ -13,7 +13,7 @@ order alternating), and the medians printed. The machine is shared: read the rat
 several rounds. On PostgreSQL it also prints the thread table's row updates per turn
 (``pg_stat_user_tables``): the checkpoints are the difference between on and off.
 
-  .venv/bin/python scripts/perf/checkpoint.py [--tokens 2000] [--token-delay-ms 0]
+  .venv/bin/python -m scripts.perf.checkpoint [--tokens 2000] [--token-delay-ms 0]
       [--concurrency 4] [--duration 10] [--warmup 2] [--rounds 3]
 """
 
@@ -29,18 +29,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from chat import ROOT, SHARED_UPSTREAM, Load, free_port, median_result, wait_port
-from chat_production import production_env, start_production
-
-
-def start_upstream(data_dir: Path, tokens: int, delay_ms: float) -> tuple[Any, str]:
-    port = free_port()
-    log = open(data_dir / "upstream.log", "wb")  # noqa: SIM115 - lives as long as the process
-    proc = subprocess.Popen([sys.executable, str(SHARED_UPSTREAM), "--port", str(port),
-                             "--tokens", str(tokens), "--token-delay-ms", str(delay_ms)],
-                            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
-    wait_port(port, proc)
-    return proc, f"http://127.0.0.1:{port}/v1"
+from scripts.perf.chat_production import production_env, start_production
+from scripts.perf.harness import SHARED_UPSTREAM, Load, median_result, start_upstream, terminate
 
 
 def thread_updates(database_url: str) -> int:
@@ -71,7 +61,8 @@ def main() -> None:
     legs = [(db, on) for db in databases for on in (True, False)]
     results: dict[tuple[str, bool], list[dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory(prefix="gaia-perf-checkpoint-") as tmp:
-        upstream, upstream_url = start_upstream(Path(tmp), args.tokens, args.token_delay_ms)
+        upstream, upstream_url = start_upstream(
+            SHARED_UPSTREAM, Path(tmp), tokens=args.tokens, token_delay_ms=args.token_delay_ms)
         servers: dict[tuple[str, bool], tuple[subprocess.Popen[bytes], str, str]] = {}
         try:
             for db, on in legs:
@@ -102,11 +93,8 @@ def main() -> None:
                           + (f"  errors {r['errors']}" if r["errors"] else ""),
                           file=sys.stderr, flush=True)
         finally:
-            for proc, _, _ in servers.values():
-                proc.terminate()
-                proc.wait(15)
-            upstream.terminate()
-            upstream.wait(10)
+            terminate((proc for proc, _, _ in servers.values()), 15)
+            terminate([upstream], 10)
     print(f"\nStreamed /v1/chat/completions of {args.tokens} tokens (fake upstream, "
           f"{args.token_delay_ms:g} ms between tokens), c={args.concurrency}, "
           f"{args.duration:g} s a cell, medians of {args.rounds} interleaved round(s); "

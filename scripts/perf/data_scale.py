@@ -16,7 +16,7 @@ For each database (SQLite in a throwaway data dir; PostgreSQL in ``DATABASE_URL`
    1,000-message thread (continued by id, as a client holding only its new message does).
 
   DATABASE_URL=postgres://... REDIS_URL=redis://... \
-      .venv/bin/python scripts/perf/data_scale.py [--databases sqlite,pg] [--threads 100000]
+      .venv/bin/python -m scripts.perf.data_scale [--databases sqlite,pg] [--threads 100000]
       [--messages 1000000] [--requests 100] [--turns 200]
 
 PostgreSQL: the database named in DATABASE_URL is dropped and created again (pass one of
@@ -42,12 +42,8 @@ from urllib.parse import urlparse
 
 import aiohttp
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from chat import free_port, percentile, proc_tree_cpu, wait_port  # noqa: E402
-from chat_production import production_env  # noqa: E402
+from scripts.perf.chat_production import production_env
+from scripts.perf.harness import ROOT, free_port, percentile, proc_tree_cpu, wait_port
 
 AGENTS = 8
 NEEDLE = "quasar"  # one message in 1,000 holds it
@@ -56,9 +52,11 @@ THOUSAND = 1_000
 PYTHON = sys.executable
 MANAGE = [PYTHON, str(ROOT / "manage.py")]
 GAIA = [PYTHON, "-m", "gaia_site.cli"]
+BUILD = [PYTHON, "-m", "scripts.perf.data_scale", "_build"]  # run with cwd=ROOT
 
 # ---------------------------------------------------------------------------------------------
-# The build, run in a child process configured for one database (``data_scale.py _build``).
+# The build, run in a child process configured for one database (BUILD: this module's
+# ``_build``).
 
 WORDS = ("apple", "river", "mountain", "engine", "garden", "winter", "copper", "lantern",
          "harbor", "violet", "thunder", "meadow", "crystal", "falcon", "canyon", "orbit")
@@ -314,7 +312,7 @@ def leg(name: str, env: dict[str, str], data_dir: Path, args: argparse.Namespace
         ) -> dict[str, Any]:
     print(f"[{name}] migrating", file=sys.stderr, flush=True)
     subprocess.run([*MANAGE, "migrate", "-v", "0"], env=env, check=True, cwd=ROOT)
-    setup = subprocess.run([PYTHON, __file__, "_build", "0", "0"], env=env, check=True,
+    setup = subprocess.run([*BUILD, "0", "0"], env=env, check=True,
                            cwd=ROOT, capture_output=True, text=True)
     info = json.loads(setup.stdout.strip().splitlines()[-1])
     result: dict[str, Any] = {"routes": {}}
@@ -326,7 +324,7 @@ def leg(name: str, env: dict[str, str], data_dir: Path, args: argparse.Namespace
     print(f"[{name}] building {args.threads} threads / {args.messages} messages",
           file=sys.stderr, flush=True)
     t0 = time.perf_counter()
-    built = subprocess.run([PYTHON, __file__, "_build", str(args.threads), str(args.messages)],
+    built = subprocess.run([*BUILD, str(args.threads), str(args.messages)],
                            env={**env, "SCALE_KEY": info["key"]}, cwd=ROOT,
                            capture_output=True, text=True)
     if built.returncode:

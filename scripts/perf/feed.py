@@ -6,7 +6,7 @@ DATABASE_URL) with a `fake`-provider agent, an operator key and a chat key, then
 
 1. events/s delivered to 1, 10 and 100 subscribers: a separate process with no event loop
    (as a Celery worker or a management command) publishes `--events` events as fast as it
-   can through agents.realtime; subscribers (aiohttp WebSockets in a child process) count
+   can through agents.outlet.realtime; subscribers (aiohttp WebSockets in a child process) count
    what they receive. Needs REDIS_URL (the only way events cross processes).
 2. event latency p50/p99 from commit to client: the publisher commits a transaction every
    10 ms and builds the event in its on-commit callback, stamping the commit time; the
@@ -15,9 +15,9 @@ DATABASE_URL) with a `fake`-provider agent, an operator key and a chat key, then
    receiving every event the requests cause: about 7 per request), with the server's CPU time
    per request (from /proc). Target: < 10 % lower.
 
-  .venv/bin/python scripts/perf/feed.py [--events 5000] [--duration 8] [--subscribers 1,10,100]
+  .venv/bin/python -m scripts.perf.feed [--events 5000] [--duration 8] [--subscribers 1,10,100]
       [--pin] [--rounds 1] [--modes single,batch]
-  .venv/bin/python scripts/perf/feed.py --side-by-side batch [--rounds 3] [--duration 6]
+  .venv/bin/python -m scripts.perf.feed --side-by-side batch [--rounds 3] [--duration 6]
 
 3 compares runs one after another, each with subscribers between two without (``--rounds``).
 On a shared machine one server's throughput drifts by 15 % between identical runs, more than
@@ -49,17 +49,14 @@ from typing import Any
 
 import aiohttp
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from chat import REPLY, Load, free_port, percentile  # noqa: E402
+from scripts.perf.harness import REPLY, ROOT, Load, free_port, percentile
 
 MANAGE = [sys.executable, str(ROOT / "manage.py")]
 
 
 # ---------------------------------------------------------------------------------------------
-# The subscriber pool (a child process: `feed.py --child URL KEY N SECONDS PREFIX EXPECT`)
+# The subscriber pool (a child process: `python -m scripts.perf.feed --child URL KEY N SECONDS
+# PREFIX EXPECT`)
 
 
 async def child_main(url: str, key: str, n: int, seconds: float, prefix: str,
@@ -144,8 +141,8 @@ class Subscribers:
     def __init__(self, ws_url: str, key: str, n: int, seconds: float, prefix: str = "-",
                  expect: int = 0) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, __file__, "--child", ws_url, key, str(n), str(seconds), prefix,
-             str(expect)], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+            [sys.executable, "-m", "scripts.perf.feed", "--child", ws_url, key, str(n),
+             str(seconds), prefix, str(expect)], stdout=subprocess.PIPE, text=True, cwd=ROOT)
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline().strip()
         if line != "ready":
@@ -163,7 +160,7 @@ class Subscribers:
 
 BURST = """
 import time
-from agents import realtime
+from agents.outlet import realtime
 for i in range({n}):
     realtime.send_event(realtime.event("config_changed", reason=f"perf:{{i}}"))
     if i % 100 == 99:
@@ -173,7 +170,7 @@ for i in range({n}):
 PACED = """
 import time
 from django.db import transaction
-from agents import realtime
+from agents.outlet import realtime
 from agents.models import ConfigStamp
 t0 = time.perf_counter()
 for i in range({n}):

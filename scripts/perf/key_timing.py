@@ -6,7 +6,7 @@ then sends ``--requests`` GET /v1/models with a wrong key of each kind, interlea
 unknown prefix, and the known prefix with a wrong secret. Prints the median and p90 of each
 and their difference (issue 17 item 12: 4.2 ms against 2.7 ms before keys were all loaded).
 
-  .venv/bin/python scripts/perf/key_timing.py [--requests 400]
+  .venv/bin/python -m scripts.perf.key_timing [--requests 400]
 """
 
 from __future__ import annotations
@@ -14,17 +14,13 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import httpx
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-
-from scripts.perf.soak import Server  # noqa: E402
+from scripts.perf.soak import Server
 
 
 def main() -> None:

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """What Redis costs per feed event batch: CPU of one group send and its receipt.
 
-A turn publishes its feed events in batches (agents.realtime): with ``REDIS_URL`` each batch
+A turn publishes its feed events in batches (agents.outlet.realtime): with ``REDIS_URL`` each batch
 is one ``group_send`` to the feed group and one ``receive`` in every process's listener. This
 times that pair on channels-redis's queue layer (what Gaia uses) and, for comparison, on its
 pub/sub layer, in this process, interleaved over ``--rounds``; prints the medians.
 
-  REDIS_URL=redis://127.0.0.1:6379/3 .venv/bin/python scripts/perf/layer_cost.py [--n 1500]
+  REDIS_URL=redis://127.0.0.1:6379/3 .venv/bin/python -m scripts.perf.layer_cost [--n 1500]
 """
 
 from __future__ import annotations
@@ -15,11 +15,6 @@ import argparse
 import os
 import resource
 import statistics
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
 
 
 def cpu() -> float:

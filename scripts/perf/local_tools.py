@@ -11,7 +11,7 @@ started) and prints one table:
   reply is unconstrained, and when it must be a call of one of ``--tools`` offered tools
   (Claude Code offers 24), so the grammar's cost per token shows.
 
-  .venv/bin/python scripts/perf/local_tools.py [--prompt-tokens 1500] [--tools 24]
+  .venv/bin/python -m scripts.perf.local_tools [--prompt-tokens 1500] [--tools 24]
       [--output-tokens 48] [--repeat 2]
 
 The defaults take one to two minutes on a busy 2-core machine.
@@ -23,11 +23,8 @@ import argparse
 import asyncio
 import os
 import statistics
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gaia_site.settings")
 
 import django  # noqa: E402
@@ -35,7 +32,7 @@ import django  # noqa: E402
 django.setup()
 
 from agents.backends.local import LocalBackend  # noqa: E402
-from agents.llm import (  # noqa: E402
+from agents.kernel.llm import (  # noqa: E402
     Finish,
     LLMRequest,
     Message,

@@ -1,6 +1,6 @@
 """Relay benchmark: per wire protocol, against a raw asyncio relay measured in the same run.
 
-    .venv/bin/python scripts/perf/mesh.py [--seconds 2] [--agents 4] [--size 256] [--window 128]
+    .venv/bin/python -m scripts.perf.mesh [--seconds 2] [--agents 4] [--size 256] [--window 128]
         [--samples 2000] [--protocols json,msgpack,a2a,anp,json+crc,msgpack+crc,json+signed]
 
 Run time is about (seconds + 2) x (rows). For each relay (the raw ones first, then
@@ -29,20 +29,13 @@ import asyncio
 import multiprocessing as mp
 import statistics
 import struct
-import sys
 import time
 import timeit
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-# This file is named mesh.py: keep its own directory off sys.path so "mesh" is the package.
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-sys.path.insert(0, str(_HERE.parent.parent))
-
-from mesh.network import MeshNetwork  # noqa: E402
-from mesh.protocols import Adapter, Packet, compact_json, get_adapter  # noqa: E402
+from mesh.network import MeshNetwork
+from mesh.protocols import Adapter, Packet, compact_json, get_adapter
 
 HEADER = struct.Struct(">I")
 SEED = bytes(range(32))

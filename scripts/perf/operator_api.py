@@ -7,7 +7,7 @@ creates an operator key, then drives each query route, and ``POST /inject`` (202
 message stored; its reply produced in the background), at each concurrency for ``--duration``
 seconds. Every reply is checked. Prints one table: requests/s and latency p50/p99.
 
-  .venv/bin/python scripts/perf/operator_api.py [--threads 2000] [--concurrency 1,8]
+  .venv/bin/python -m scripts.perf.operator_api [--threads 2000] [--concurrency 1,8]
       [--duration 2] [--routes organism,agents,threads,search,messages,thread,inject]
 """
 
@@ -25,11 +25,7 @@ from typing import Any
 
 import aiohttp
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from chat import free_port, percentile  # noqa: E402
+from scripts.perf.harness import ROOT, free_port, percentile, wait_health
 
 SETUP = """
 import uuid
@@ -167,14 +163,7 @@ def main() -> None:
         base = f"http://127.0.0.1:{port}"
         rows = []
         try:
-            for _ in range(200):
-                try:
-                    import httpx
-
-                    httpx.get(base + "/health", timeout=1)
-                    break
-                except httpx.HTTPError:
-                    time.sleep(0.1)
+            wait_health(base, tries=200)
             table = routes(thread_id)
             for name in args.routes.split(","):
                 method, path, body = table[name]

@@ -16,7 +16,7 @@ message (a reply, an error, a disconnect or an interruption). Prints requests, e
 messages stored vs acknowledged, threads still holding a lease, and the server's RSS at start
 and end.
 
-  .venv/bin/python scripts/perf/soak.py [--duration 60] [--concurrency 8] [--kill]
+  .venv/bin/python -m scripts.perf.soak [--duration 60] [--concurrency 8] [--kill]
 """
 
 from __future__ import annotations
@@ -39,7 +39,6 @@ from typing import Any
 import aiohttp
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
 
 REPLY = " ".join(f"tok{i}" for i in range(24))
 AGENTS = {

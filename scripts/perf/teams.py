@@ -15,7 +15,7 @@ agents on the deterministic ``fake`` provider, then measures, one request at a t
   retrieval (builds the process's BM25 index) and then p50/p99 of warm retrievals in
   process, and a turn's latency through the server with and without the knowledge base.
 
-  .venv/bin/python scripts/perf/teams.py [--requests 100]
+  .venv/bin/python -m scripts.perf.teams [--requests 100]
 """
 
 from __future__ import annotations
@@ -30,11 +30,7 @@ from pathlib import Path
 
 import httpx
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from chat import free_port, percentile  # noqa: E402
+from scripts.perf.harness import ROOT, free_port, percentile, wait_health
 
 TOPICS = ["cooking recipes baking bread", "weather forecasts rain wind", "tax returns invoices",
           "gardening roses soil", "astronomy stars planets", "football league scores",
@@ -165,12 +161,7 @@ def main() -> None:
                                 env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
         try:
             base = f"http://127.0.0.1:{port}"
-            for _ in range(300):
-                try:
-                    httpx.get(base + "/health", timeout=0.5)
-                    break
-                except httpx.HTTPError:
-                    time.sleep(0.1)
+            wait_health(base, timeout=0.5)
             report: list[str] = []
             with httpx.Client(base_url=base, timeout=60) as c:
                 question = "How long should I knead the bread for this recipe?"

@@ -22,7 +22,7 @@ call before it answers; starts a real Gaia server (uvicorn or daphne); then:
 3. ``get_current_time`` through the shared MCP connection (``agents.tools.mcp``, stdio) to
    ``mcp-server-time`` against the built-in ``current_time`` in process, one call at a time.
 
-  .venv/bin/python scripts/perf/tools.py [--steps 8] [--rounds 200] [--concurrency 16]
+  .venv/bin/python -m scripts.perf.tools [--steps 8] [--rounds 200] [--concurrency 16]
       [--duration 10] [--calls 500] [--server uvicorn|daphne]
 
 Target: under 2 ms of server overhead per tool step. About 45 s on a 2-core machine.
@@ -45,11 +45,7 @@ from typing import Any
 
 import aiohttp
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from chat import free_port, percentile, proc_tree_cpu, wait_port  # noqa: E402
+from scripts.perf.harness import ROOT, free_port, percentile, proc_tree_cpu, wait_port
 
 CALC = {"name": "calculator", "arguments": {"expression": "6 * 7"}}
 MCP_CALL = {"name": "mcp__time__get_current_time", "arguments": {"timezone": "UTC"}}

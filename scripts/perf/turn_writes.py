@@ -10,7 +10,7 @@ also times a streaming reply's checkpoint (``thread_reply_checkpoint``: the repl
 characters written to its thread, agents/turns/checkpoint.py), the one write a turn adds per
 second or per 2,000 characters while it streams.
 
-  .venv/bin/python scripts/perf/turn_writes.py [--turns 2000] [--profile] [--checkpoint-chars 11000]
+  .venv/bin/python -m scripts.perf.turn_writes [--turns 2000] [--profile] [--checkpoint-chars 11000]
 """
 
 from __future__ import annotations
@@ -19,13 +19,8 @@ import argparse
 import cProfile
 import os
 import pstats
-import sys
 import tempfile
 import time
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
 
 
 def main() -> None:
@@ -43,8 +38,10 @@ def main() -> None:
     from django.conf import settings
     from django.core.management import call_command
 
-    from agents import llm, realtime, services
+    from agents import services
+    from agents.kernel import llm
     from agents.models import Agent, Provider
+    from agents.outlet import realtime
 
     call_command("migrate", verbosity=0)
     provider, _ = Provider.objects.update_or_create(
@@ -90,7 +87,8 @@ def main() -> None:
 def checkpoints(n: int, chars: int, engine: str, agent: object, key: object) -> None:
     """CPU and wall time of one checkpoint of a ``chars``-character reply, on a turn that
     holds its thread's lease (the write it makes: one UPDATE of one column)."""
-    from agents import llm, services
+    from agents import services
+    from agents.kernel import llm
 
     incoming = [llm.Message(role="user", parts=(llm.TextPart("a long answer, please"),))]
     start = services.thread_turn_begin(

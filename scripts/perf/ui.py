@@ -13,7 +13,7 @@ then prints:
   - first token -> first delta shown: from the client's first SSE token to the page's growing
     reply showing text (the runtime coalesces deltas to one per 100 ms per turn).
 
-  .venv/bin/python scripts/perf/ui.py [--threads 300] [--messages 20] [--requests 30]
+  .venv/bin/python -m scripts.perf.ui [--threads 300] [--messages 20] [--requests 30]
       [--turns 20]
 
 The browser shares the machine's CPU with the server; figures on 2 cores are pessimistic.
@@ -33,11 +33,7 @@ from typing import Any
 
 import httpx
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from chat import free_port, percentile  # noqa: E402
+from scripts.perf.harness import ROOT, free_port, percentile
 
 PASSWORD = "perf-operator-pw"
 STREAM_REPLY = " ".join(f"w{i}" for i in range(30))

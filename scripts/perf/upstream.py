@@ -24,8 +24,8 @@ Gaia is a real uvicorn process serving ``gaia_site.asgi:application`` on a throw
 targets: Gaia adds under 5 ms to the p50 time to first token and keeps at least 95 % of the
 direct tokens/s.
 
-    .venv/bin/python scripts/perf/upstream.py                # both upstreams
-    .venv/bin/python scripts/perf/upstream.py --skip-local   # the fake upstream only
+    .venv/bin/python -m scripts.perf.upstream                # both upstreams
+    .venv/bin/python -m scripts.perf.upstream --skip-local   # the fake upstream only
 """
 
 from __future__ import annotations
@@ -184,7 +184,7 @@ async def adapter_stream(provider: Any, max_tokens: int, prompt: str, i: int) ->
     """One stream through the ``openai`` backend alone, in this process (no Gaia HTTP, no turn
     bookkeeping): what the adapter itself costs, apart from Gaia's per-turn work."""
     from agents.backends import backend_stream
-    from agents.llm import LLMRequest, Message, TextDelta, TextPart
+    from agents.kernel.llm import LLMRequest, Message, TextDelta, TextPart
 
     request = LLMRequest(model="", system="", max_output_tokens=max_tokens,
                          messages=[Message("user", (TextPart(f"{prompt} (request {i})"),))])
@@ -244,7 +244,7 @@ def local_direct_stream(backend: Any, max_tokens: int, prompt: str, i: int) -> S
     provider, in this process (no HTTP, no turn bookkeeping). The clock starts with the
     chat messages, as for a client of llama-cpp-python's chat API: applying the chat
     template and tokenizing are part of any path's time to first token."""
-    from agents.llm import LLMRequest, Message, TextPart
+    from agents.kernel.llm import LLMRequest, Message, TextPart
 
     model = backend.model()
     request = LLMRequest(model="", system="", temperature=0.0, max_output_tokens=max_tokens,

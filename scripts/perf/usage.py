@@ -16,9 +16,9 @@ messages, and the roll-up's cost to a chat turn.
 4. Starts a real server on that database and prints the usage API's latency (sequential
    requests) for 1 h, 1 day, 7 days and 30 days at p50/p99, all agents and one agent.
 
-  .venv/bin/python scripts/perf/usage.py [--messages 1000000] [--requests 30] [--turns 300]
+  .venv/bin/python -m scripts.perf.usage [--messages 1000000] [--requests 30] [--turns 300]
       [--rounds 3]
-  DATABASE_URL=postgres://... .venv/bin/python scripts/perf/usage.py
+  DATABASE_URL=postgres://... .venv/bin/python -m scripts.perf.usage
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ import random
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -37,11 +36,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from chat import free_port, percentile  # noqa: E402
+from scripts.perf.harness import ROOT, free_port, percentile, wait_health
 
 MODELS = ["gpt-small", "gpt-large", "claude-mid", "llama-local"]
 KINDS = [("error", 60), ("client_disconnected", 25), ("killed", 10), ("interrupted", 5)]
@@ -182,7 +177,8 @@ def turn_cost(agents: list[Any], keys: list[Any], turns: int, rounds: int = 4
     """CPU and wall time of a turn's writes with and without the roll-up, alternating."""
     from django.db import connection
 
-    from agents import llm, services
+    from agents import services
+    from agents.kernel import llm
     from agents.services import threads as thread_services
 
     backend_pid = None
@@ -240,12 +236,7 @@ def api_latency(env: dict[str, str], key: str, agent: str, requests: int
     base = f"http://127.0.0.1:{port}"
     out = []
     try:
-        for _ in range(300):
-            try:
-                httpx.get(base + "/health", timeout=1)
-                break
-            except httpx.HTTPError:
-                time.sleep(0.1)
+        wait_health(base)
         with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"},
                           timeout=120) as client:
             cases = [(f"range={r}", {"range": r}) for r in ("1h", "1d", "7d", "30d")]

@@ -69,6 +69,25 @@ def test_api_key_secret_is_shown_once_on_creation(staff):
     assert secret not in later
 
 
+def test_a_key_is_trusted_across_keys_in_the_admin_and_the_change_is_audited(staff):
+    from agents.models import AuditEvent
+
+    staff.post(reverse("admin:agents_apikey_add"), {
+        "name": "crm", "scopes": ["chat"], "requests_per_minute": "0", "hosted_tools": "drop",
+        "users_across_keys": "on"})
+    key = ApiKey.objects.get(name="crm")
+    assert key.users_across_keys
+    made = AuditEvent.objects.get(action="key_create")
+    assert made.detail["users_across_keys"] is True
+    staff.post(reverse("admin:agents_apikey_change", args=[key.pk]), {
+        "name": "crm", "scopes": ["chat"], "requests_per_minute": "0", "hosted_tools": "drop"})
+    key.refresh_from_db()
+    assert not key.users_across_keys
+    changed = AuditEvent.objects.get(action="key_update")
+    assert (changed.channel, changed.target, changed.detail) == (
+        "admin", f"key:{key.prefix}", {"fields": ["users_across_keys"]})
+
+
 def test_revoke_action(staff):
     from agents.services import api_key_create
 

@@ -1,4 +1,4 @@
-"""The admin's thread list renders its rows itself (agents.templatetags.gaia_admin, issue 27):
+"""The admin's thread list renders its rows itself (agents.pages.templatetags.gaia_admin, issue 27):
 the markup must be Django's own, cell for cell, whatever the rows hold and however the list
 is filtered or sorted."""
 
@@ -13,7 +13,7 @@ from django.test import RequestFactory
 from django.utils import timezone
 
 from agents.models import Thread
-from agents.templatetags.gaia_admin import _rows, fast_result_list
+from agents.pages.templatetags.gaia_admin import _rows, fast_result_list
 
 pytestmark = pytest.mark.django_db
 

@@ -240,7 +240,7 @@ def test_agents_yaml_carries_the_routing_policy(db, agents):
     policy = RoutingPolicy.objects.get()
     assert policy.router.slug == "weather"
     assert policy.default_agent is None
-    from agents.exceptions import InvalidRequest
+    from agents.kernel.exceptions import InvalidRequest
 
     with pytest.raises(InvalidRequest, match="unknown router"):
         services.agents_import(data={"routing": {"router": "nope"}})

@@ -11,7 +11,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from agents import llm, services
+from agents import services
+from agents.kernel import llm
 from agents.turns.checkpoint import Checkpoint
 from agents.turns.reply import Reply
 

@@ -124,13 +124,15 @@ def test_memory_per_key(gaia_server: Any, make_key: Any, make_agent: Any,
     assert "called Tom" not in ask(gaia_server, my_key, "What is my cat called?")
 
 
-def test_memory_per_user(gaia_server: Any, api_key: str, make_agent: Any) -> None:
+def test_memory_per_user(gaia_server: Any, make_key: Any, make_agent: Any) -> None:
     make_agent(slug="elephant", memory="per_user", provider__options=REMEMBER)
+    key, api_key = make_key()
     ask(gaia_server, api_key, "Remember my cat.", user="ann")
-    assert Memory.objects.get().scope == "user:ann"
+    assert Memory.objects.get().scope == f"key:{key.pk}/user:ann"  # ann as this key names her
     assert "called Tom" in ask(gaia_server, api_key, "What is my cat called?", user="ann")
     assert "called Tom" not in ask(gaia_server, api_key, "What is my cat called?", user="bob")
     # no user named: no memory for the turn, so no remember tool is offered
     ask(gaia_server, api_key, "Remember my dog.")
-    assert sorted(Memory.objects.values_list("scope", flat=True)) == ["user:ann", "user:bob"]
+    assert sorted(Memory.objects.values_list("scope", flat=True)) == [
+        f"key:{key.pk}/user:ann", f"key:{key.pk}/user:bob"]
     assert not Message.objects.filter(thread__user="", role="tool").exists()

@@ -156,7 +156,7 @@ def test_agents_yaml_round_trips_fallbacks(db):
     assert exported["agents"][0]["fallback_providers"] == ["p3", "p2"]
     assert services.agents_import(data=doc).unchanged == ["provider:p1", "provider:p2",
                                                           "provider:p3", "agent:a"]
-    from agents.exceptions import InvalidRequest
+    from agents.kernel.exceptions import InvalidRequest
 
     bad = {"agents": [{"slug": "a", "fallback_providers": ["nope"]}]}
     with pytest.raises(InvalidRequest, match="unknown fallback providers"):

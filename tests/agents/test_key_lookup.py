@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from agents import selectors, services
-from agents.exceptions import AuthenticationFailed
+from agents.kernel.exceptions import AuthenticationFailed
 
 pytestmark = pytest.mark.django_db
 

@@ -10,9 +10,10 @@ from typing import Any
 import httpx
 import pytest
 
-from agents import documents, services
-from agents.exceptions import InvalidRequest
+from agents import services
+from agents.kernel.exceptions import InvalidRequest
 from agents.models import KnowledgeBase, KnowledgeDocument, Message, Thread
+from agents.services import documents
 
 LORE = """# Quillton
 

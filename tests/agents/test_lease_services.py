@@ -8,8 +8,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from agents import realtime, services
+from agents import services
 from agents.models import Message, Thread
+from agents.outlet import realtime
 
 pytestmark = pytest.mark.django_db
 

@@ -1,4 +1,4 @@
-"""The event outlet (agents.realtime): sent only after commit, one schema per event type, the
+"""The event outlet (agents.outlet.realtime): sent only after commit, one schema per event type, the
 thread-safe hand-off to the event loop; and the registry of in-flight turns (agents.turns)."""
 
 from __future__ import annotations
@@ -16,9 +16,11 @@ from channels.db import database_sync_to_async
 from channels.layers import channel_layers, get_channel_layer
 from django.db import transaction
 
-from agents import fanout, realtime, services, turns
-from agents.database import run_db
+from agents import services, turns
+from agents.feed import fanout
+from agents.infra.database import run_db
 from agents.models import Agent, ApiKey, Thread
+from agents.outlet import realtime
 
 ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$")
 
@@ -104,7 +106,7 @@ MESSAGE = {
     "output_tokens": OPT_INT, "usage_estimated": bool, "finish_reason": OPT_STR,
     "ttft_ms": OPT_INT, "latency_ms": OPT_INT, "response_id": OPT_STR, "dialect": OPT_STR,
     "provider": OPT_STR, "internal": bool, "passages": (list, type(None)), "error": OPT_STR,
-    "note": OPT_STR,
+    "note": OPT_STR, "dropped_tools": (list, type(None)),
 }
 THREAD = {
     "id": str, "agent": str, "title": str, "status": str, "participants": list,

@@ -9,8 +9,8 @@ import asyncio
 
 import pytest
 
-from agents import llm
-from agents.exceptions import ContextTooLong
+from agents.kernel import llm
+from agents.kernel.exceptions import ContextTooLong
 from agents.turns.requests import _turn_cuts, request_fit
 
 

@@ -1,4 +1,4 @@
-"""agents.rows: the turn's writes without the ORM's per-statement work store exactly what the
+"""agents.infra.rows: the turn's writes without the ORM's per-statement work store exactly what the
 ORM would, on SQLite and on PostgreSQL (the suite runs on both)."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from agents.infra.rows import Add, rows_insert, rows_update
 from agents.models import Message, Thread
-from agents.rows import Add, rows_insert, rows_update
 
 pytestmark = pytest.mark.django_db
 

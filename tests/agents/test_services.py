@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from agents import llm
-from agents.exceptions import AuthenticationFailed, InvalidRequest, NotFound
+from agents.kernel import llm
+from agents.kernel.exceptions import AuthenticationFailed, InvalidRequest, NotFound
 from agents.models import Agent, ApiKey, Message, Provider, Thread
 from agents.services import (
     TurnResult,
@@ -219,7 +219,7 @@ def test_setup_defaults_never_undo_an_admins_changes():
 
 
 def _agent_states(monkeypatch, django_capture_on_commit_callbacks, run):
-    from agents import realtime
+    from agents.outlet import realtime
 
     sent = []
     monkeypatch.setattr(realtime, "send_event", sent.append)

@@ -6,7 +6,7 @@ import pytest
 from django.urls import reverse
 
 from agents import services
-from agents.exceptions import InvalidRequest
+from agents.kernel.exceptions import InvalidRequest
 from agents.models import AgentFallback, RoutingPolicy, Team
 
 pytestmark = pytest.mark.django_db

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from django.test import AsyncClient
 
-from agents import realtime
 from agents.models import AgentFallback, KnowledgeBase, RoutingPolicy, Team, TeamMember
+from agents.outlet import realtime
 from tests.factories import ProviderFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)

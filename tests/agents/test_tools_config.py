@@ -4,26 +4,22 @@ it back without secrets, and a tools list that names nothing real is refused."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 import yaml
 
-from agents.exceptions import InvalidRequest
+from agents.kernel.exceptions import InvalidRequest
 from agents.models import Agent, McpServer
 from agents.services import agents_export, agents_import
+from tests import manual
 
 pytestmark = pytest.mark.django_db
 
-README = Path(__file__).resolve().parents[2] / "README.md"
-
-
 def test_the_readme_agent_with_an_mcp_server(make_provider) -> None:
     make_provider(name="local", kind="fake")
-    block = re.search(r"<!-- yaml:mcp -->\s*```yaml\n(.*?)```", README.read_text(), re.DOTALL)
-    assert block is not None
-    assert len(block.group(1).strip().splitlines()) == 5  # "in five lines of YAML"
-    agents_import(data=yaml.safe_load(block.group(1)))
+    block = manual.block("yaml:mcp")
+    assert len(block.strip().splitlines()) == 5  # "in five lines of YAML"
+    agents_import(data=yaml.safe_load(block))
     server = McpServer.objects.get(name="files")
     assert (server.command, server.args, server.transport) == (
         "mcp-server-git", ["--repository", "/srv/repo"], "stdio")

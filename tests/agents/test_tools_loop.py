@@ -159,7 +159,7 @@ async def test_the_feed_hears_of_each_call_and_result(calc: Any, api_key: str,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     from django.test import AsyncClient
 
-    from agents import realtime
+    from agents.outlet import realtime
 
     sent: list[dict[str, Any]] = []
     monkeypatch.setattr(realtime, "send_event", sent.append)

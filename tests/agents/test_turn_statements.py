@@ -12,7 +12,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from agents import llm, services
+from agents import services
+from agents.kernel import llm
 from agents.models import Message, Thread, UsageBucket
 
 pytestmark = pytest.mark.django_db

@@ -10,8 +10,9 @@ import pytest
 from django.db import transaction
 from django.utils import timezone
 
-from agents import llm, selectors, services
-from agents.exceptions import InvalidRequest
+from agents import selectors, services
+from agents.kernel import llm
+from agents.kernel.exceptions import InvalidRequest
 from agents.models import Thread, UsageBucket
 from agents.models.usage import BIN_EDGES_MS, BIN_RATIO, BINS, usage_bin, usage_bin_value
 

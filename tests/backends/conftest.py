@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from agents.llm import Event, LLMRequest, Message, TextPart
+from agents.kernel.llm import Event, LLMRequest, Message, TextPart
 from agents.models import Provider
 from tests.fakes.anthropic_upstream import FakeAnthropicUpstream
 from tests.fakes.openai_upstream import FakeOpenAIUpstream

@@ -8,8 +8,8 @@ import asyncio
 import pytest
 
 from agents.backends import backend_stream
-from agents.exceptions import BackendTimeout
-from agents.llm import TextDelta
+from agents.kernel.exceptions import BackendTimeout
+from agents.kernel.llm import TextDelta
 
 from .conftest import ask, collect, drain
 

@@ -10,15 +10,10 @@ import pytest
 from llama_cpp import Llama
 
 from agents.backends import backend_stream
-from agents.backends.local import (
-    StopText,
-    TokenText,
-    embedded_model_path,
-    get_model,
-    resolve_model_path,
-)
-from agents.exceptions import BackendError, ContextTooLong
-from agents.llm import Finish, TextDelta, Usage
+from agents.backends.local import StopText, TokenText
+from agents.backends.local_model import embedded_model_path, get_model, resolve_model_path
+from agents.kernel.exceptions import BackendError, ContextTooLong
+from agents.kernel.llm import Finish, TextDelta, Usage
 
 from .conftest import ask, collect
 
@@ -252,7 +247,7 @@ async def test_prompt_longer_than_the_context_is_refused(provider):
 
 async def test_a_long_prompt_is_tokenized_off_the_event_loop(provider, model_path,
                                                               monkeypatch):
-    from agents.backends import local
+    from agents.backends import local_model as local
 
     model = get_model(model_path)
     loop_thread = threading.get_ident()
@@ -274,7 +269,7 @@ async def test_a_long_prompt_is_tokenized_off_the_event_loop(provider, model_pat
 
 async def test_a_prompt_far_over_the_context_is_refused_without_tokenizing(provider,
                                                                           monkeypatch):
-    from agents.backends import local
+    from agents.backends import local_model as local
 
     def never(self, prompt):
         raise AssertionError("tokenized")

@@ -11,8 +11,8 @@ import pytest
 
 from agents.backends import backend_stream
 from agents.backends.local import request_grammar, tools_prompt
-from agents.exceptions import InvalidRequest
-from agents.llm import Finish, TextDelta, Tool, ToolCallDelta, ToolChoice
+from agents.kernel.exceptions import InvalidRequest
+from agents.kernel.llm import Finish, TextDelta, Tool, ToolCallDelta, ToolChoice
 
 from .conftest import ask, collect
 

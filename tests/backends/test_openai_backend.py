@@ -8,8 +8,8 @@ import json
 import pytest
 
 from agents.backends import backend_stream
-from agents.exceptions import BackendError, BackendRateLimited, BackendTimeout
-from agents.llm import (
+from agents.kernel.exceptions import BackendError, BackendRateLimited, BackendTimeout
+from agents.kernel.llm import (
     Finish,
     ImagePart,
     Message,

@@ -44,7 +44,7 @@ def suite(db: Any) -> Any:
 @pytest.fixture
 def events(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     """Every feed event sent in this process (the outlet's single entry point)."""
-    from agents import realtime
+    from agents.outlet import realtime
 
     sent: list[dict[str, Any]] = []
 

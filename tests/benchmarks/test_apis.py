@@ -12,6 +12,7 @@ from rest_framework.test import APIClient
 
 from benchmarks import services
 from benchmarks.executor import benchmark_run_execute
+from benchmarks.kinds import mesh
 from benchmarks.models import BASELINE_LABEL, BenchmarkRun
 
 BASE = "/api/v1/benchmarks"
@@ -202,7 +203,7 @@ def test_unknown_routes_and_methods_answer_json(client: APIClient, suite: Any) -
 
 @pytest.mark.django_db(transaction=True)
 def test_admin_lists_runs_cancels_and_reruns(admin_client: Any, suite: Any) -> None:
-    queued = services.benchmark_run_create(suite=suite, indexes=[2, 4], protocol="anp")
+    queued = mesh.benchmark_run_create(suite=suite, indexes=[2, 4], protocol="anp")
     r = admin_client.get("/admin/benchmarks/benchmarkrun/")
     assert r.status_code == 200
     assert b"anp" in r.content

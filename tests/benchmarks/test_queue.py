@@ -11,8 +11,8 @@ import pytest
 from django.utils import timezone
 
 from benchmarks import queue, selectors, services
+from benchmarks.kinds import mesh
 from benchmarks.models import BenchmarkRun, QueueWorker, RunPart
-from benchmarks.replay.runs import replay_parts_recover_stale
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -73,7 +73,7 @@ def test_long_lost_workers_are_forgotten() -> None:
 
 
 def stale_run(suite: Any, *, worker: str = "h:9", attempts: int = 1) -> BenchmarkRun:
-    run = services.benchmark_run_create(suite=suite, limit=1)
+    run = mesh.benchmark_run_create(suite=suite, limit=1)
     services.benchmark_run_claim(run_id=run.pk, worker=worker)
     BenchmarkRun.objects.filter(pk=run.pk).update(
         attempts=attempts, heartbeat_at=timezone.now() - timedelta(seconds=120))
@@ -137,7 +137,7 @@ def test_a_replay_whose_only_running_part_is_lost_goes_back_to_queued(
                            heartbeat_at=old)
     RunPart.objects.create(run=run, index=1, status="done", worker="h:8", attempts=1,
                            heartbeat_at=old)
-    assert replay_parts_recover_stale(stale_after_s=30) == [run.pk]
+    assert services.benchmark_run_recover_stale(stale_after_s=30) == [run.pk]
     run.refresh_from_db()
     assert run.status == "queued"
     assert f"re-queued after attempt 1; {NO_WORKER}" in run.notes
@@ -147,7 +147,7 @@ def test_a_replay_whose_only_running_part_is_lost_goes_back_to_queued(
 
 def test_the_run_detail_and_the_queue_api_say_whether_a_worker_is_alive(
         suite: Any, client: Any, bench_key: tuple[Any, str]) -> None:
-    run = services.benchmark_run_create(suite=suite, limit=1)
+    run = mesh.benchmark_run_create(suite=suite, limit=1)
     auth = {"HTTP_AUTHORIZATION": f"Bearer {bench_key[1]}"}
     detail = client.get(f"/api/v1/benchmarks/runs/{run.pk}", **auth)
     assert detail.status_code == 200

@@ -14,7 +14,8 @@ import httpx
 import pytest
 from django.conf import settings
 
-from agents import llm, services
+from agents import services
+from agents.kernel import llm
 from agents.models import Thread
 from benchmarks.models import BenchmarkResult, BenchmarkRun, RunPart
 from tests.benchmarks.processes import Worker, start_worker

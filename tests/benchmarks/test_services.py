@@ -12,10 +12,11 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from agents import realtime
-from agents.exceptions import Conflict, InvalidRequest
+from agents.kernel.exceptions import Conflict, InvalidRequest
+from agents.outlet import realtime
 from benchmarks import services
 from benchmarks.executor import benchmark_run_execute
+from benchmarks.kinds import mesh
 from benchmarks.models import BASELINE_LABEL, BenchmarkResult, BenchmarkRun
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -37,7 +38,7 @@ def test_run_create_validates_and_names_the_field(suite: Any) -> None:
     ]
     for kwargs, param in cases:
         with pytest.raises(InvalidRequest) as info:
-            services.benchmark_run_create(suite=suite, **kwargs)
+            mesh.benchmark_run_create(suite=suite, **kwargs)
         assert info.value.param == param, kwargs
     assert BenchmarkRun.objects.count() == 0
 
@@ -46,7 +47,7 @@ def test_run_create_validates_and_names_the_field(suite: Any) -> None:
 def test_run_create_announces_after_commit(suite: Any, events: list[dict[str, Any]],
                                            django_capture_on_commit_callbacks: Any) -> None:
     with django_capture_on_commit_callbacks(execute=True):
-        run = services.benchmark_run_create(suite=suite, indexes=[3, 5], protocol="msgpack+crc")
+        run = mesh.benchmark_run_create(suite=suite, indexes=[3, 5], protocol="msgpack+crc")
         assert events == []  # not before the commit
     assert [e["event"] for e in events] == ["run_created"]
     payload = events[0]["run"]
@@ -54,7 +55,7 @@ def test_run_create_announces_after_commit(suite: Any, events: list[dict[str, An
     assert payload["id"] == run.pk
     assert payload["status"] == "queued"
     assert payload["question_indexes"] == [3, 5]
-    assert payload["tools"] == dict.fromkeys(services.ROLES, "deterministic")
+    assert payload["tools"] == dict.fromkeys(mesh.ROLES, "deterministic")
     assert payload["baseline"] is True
     assert payload["quality_label"] == BASELINE_LABEL
     realtime.event("run_created", run=payload)  # the schema accepts it
@@ -77,7 +78,7 @@ def test_suite_create_validates_shape_and_limits(db: Any) -> None:
 
 
 def test_claim_is_conditional(suite: Any) -> None:
-    run = services.benchmark_run_create(suite=suite, limit=1)
+    run = mesh.benchmark_run_create(suite=suite, limit=1)
     assert services.benchmark_run_claim(run_id=run.pk, worker="a") is not None
     assert services.benchmark_run_claim(run_id=run.pk, worker="b") is None
     assert services.benchmark_run_claim(run_id=999999, worker="b") is None
@@ -87,7 +88,7 @@ def test_claim_is_conditional(suite: Any) -> None:
 
 def test_execute_two_questions_records_results_artifacts_and_events(
         suite: Any, storage_dir: Path, events: list[dict[str, Any]]) -> None:
-    run = services.benchmark_run_create(suite=suite, indexes=[8, 12])
+    run = mesh.benchmark_run_create(suite=suite, indexes=[8, 12])
     assert benchmark_run_execute(run_id=run.pk, worker="w1") == "succeeded"
     assert benchmark_run_execute(run_id=run.pk, worker="w2") is None  # delivered twice
     run.refresh_from_db()
@@ -125,7 +126,7 @@ def test_execute_two_questions_records_results_artifacts_and_events(
 
 def test_requeued_run_resumes_after_the_last_recorded_question(
         suite: Any, storage_dir: Path) -> None:
-    run = services.benchmark_run_create(suite=suite, indexes=[8, 12])
+    run = mesh.benchmark_run_create(suite=suite, indexes=[8, 12])
     services.benchmark_run_claim(run_id=run.pk, worker="dead")
     BenchmarkResult.objects.create(run=run, question_index=8, status="completed",
                                    prediction="from attempt 1", gold="Terry Richardson",
@@ -151,11 +152,11 @@ def test_requeued_run_resumes_after_the_last_recorded_question(
 
 
 def test_stale_run_past_its_attempts_fails_with_the_reason(suite: Any) -> None:
-    run = services.benchmark_run_create(suite=suite, limit=1)
+    run = mesh.benchmark_run_create(suite=suite, limit=1)
     services.benchmark_run_claim(run_id=run.pk, worker="gone")
     BenchmarkRun.objects.filter(pk=run.pk).update(
         attempts=2, heartbeat_at=timezone.now() - timedelta(seconds=120))
-    fresh = services.benchmark_run_create(suite=suite, limit=1)
+    fresh = mesh.benchmark_run_create(suite=suite, limit=1)
     services.benchmark_run_claim(run_id=fresh.pk, worker="alive")
     assert services.benchmark_run_recover_stale(stale_after_s=30, max_attempts=2) == [run.pk]
     run.refresh_from_db()
@@ -167,12 +168,12 @@ def test_stale_run_past_its_attempts_fails_with_the_reason(suite: Any) -> None:
 
 def test_cancel_queued_never_starts_and_finished_conflicts(suite: Any, storage_dir: Path
                                                           ) -> None:
-    run = services.benchmark_run_create(suite=suite, limit=1)
+    run = mesh.benchmark_run_create(suite=suite, limit=1)
     services.benchmark_run_cancel(run=run)
     services.benchmark_run_cancel(run=run)  # idempotent
     assert benchmark_run_execute(run_id=run.pk) is None
     assert BenchmarkRun.objects.get(pk=run.pk).status == "cancelled"
-    done = services.benchmark_run_create(suite=suite, limit=1)
+    done = mesh.benchmark_run_create(suite=suite, limit=1)
     benchmark_run_execute(run_id=done.pk)
     with pytest.raises(Conflict):
         services.benchmark_run_cancel(run=done)
@@ -181,7 +182,7 @@ def test_cancel_queued_never_starts_and_finished_conflicts(suite: Any, storage_d
 def test_time_limit_fails_the_run_with_the_reason(suite: Any, storage_dir: Path,
                                                   make_agent: Any) -> None:
     make_agent(slug="slow-reason", provider__options={"reply": "x", "ttft_ms": 3000})
-    run = services.benchmark_run_create(suite=suite, limit=3, time_limit_s=2.0,
+    run = mesh.benchmark_run_create(suite=suite, limit=3, time_limit_s=2.0,
                                         tools={"reason": "slow-reason"})
     assert benchmark_run_execute(run_id=run.pk) == "failed"
     run.refresh_from_db()
@@ -194,7 +195,7 @@ def test_gaia_agents_as_tools_count_tokens_per_agent(suite: Any, storage_dir: Pa
     make_agent(slug="fake-reason", instructions="Answer briefly.",
                provider__options={"reply": "Terry Richardson"})
     make_agent(slug="fake-search", provider__options={"reply": "Annie Morton Terry"})
-    run = services.benchmark_run_create(
+    run = mesh.benchmark_run_create(
         suite=suite, indexes=[8], tools={"reason": "fake-reason", "search": "fake-search"})
     assert benchmark_run_execute(run_id=run.pk) == "succeeded"
     run.refresh_from_db()
@@ -208,7 +209,7 @@ def test_gaia_agents_as_tools_count_tokens_per_agent(suite: Any, storage_dir: Pa
 
 
 def test_archive_bytes_are_gzip(suite: Any, storage_dir: Path) -> None:
-    run = services.benchmark_run_create(suite=suite, limit=1)
+    run = mesh.benchmark_run_create(suite=suite, limit=1)
     benchmark_run_execute(run_id=run.pk)
     data = (storage_dir / "benchmarks" / "runs" / str(run.pk) / "q0"
             / "run_artifacts.tar.gz").read_bytes()
@@ -247,7 +248,7 @@ def test_a_run_submitted_while_the_broker_is_away_is_dispatched_later(
         raise OSError("connection refused")
 
     monkeypatch.setattr(task, "apply_async", down)
-    run = services.benchmark_run_create(suite=suite, limit=1)  # no 500, stays queued
+    run = mesh.benchmark_run_create(suite=suite, limit=1)  # no 500, stays queued
     run.refresh_from_db()
     assert (run.status, run.celery_task_id) == ("queued", "")
 

@@ -75,12 +75,14 @@ def slow_reason(make_agent: Any) -> Any:
 
 async def test_submit_run_two_questions_results_artifacts_and_events(
         suite: Any, workers: Any, http: httpx.Client) -> None:
-    from channels.layers import get_channel_layer
+    from channels.layers import channel_layers
 
-    from agents import realtime
+    from agents.outlet import realtime
 
     worker = await asyncio.to_thread(workers, "a")
-    layer = get_channel_layer()
+    # A layer of this test's own: the process-wide one may hold an earlier test's locks, bound
+    # to that test's event loop ("bound to a different event loop" in one PostgreSQL run).
+    layer = channel_layers.make_backend("default")
     channel = await layer.new_channel()
     await layer.group_add(realtime.FEED_GROUP, channel)
 
@@ -95,6 +97,8 @@ async def test_submit_run_two_questions_results_artifacts_and_events(
             events += [e for e in message["events"]
                        if (e.get("run") or {}).get("id") == run_id or e.get("run_id") == run_id]
     await layer.group_discard(realtime.FEED_GROUP, channel)
+    if hasattr(layer, "close_pools"):  # channels-redis: its connections belong to this loop
+        await layer.close_pools()
 
     kinds = [e["event"] for e in events]
     assert kinds.count("run_created") == 1  # from the server process

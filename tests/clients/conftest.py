@@ -9,7 +9,6 @@ in place of the README's ``http://127.0.0.1:8080`` and ``$GAIA_API_KEY``.
 from __future__ import annotations
 
 import os
-import re
 import shlex
 import subprocess
 from collections.abc import Callable, Iterator
@@ -19,9 +18,9 @@ from typing import Any
 
 import pytest
 
+from tests import manual
 from tests.clients import install
 
-README = Path(__file__).resolve().parents[2] / "README.md"
 README_URL = "http://127.0.0.1:8080"
 
 # Nothing leaves the machine: no telemetry, update checks or error reports.
@@ -37,11 +36,8 @@ TOOL_WORD = "gaia-tool-ok"
 
 
 def readme_block(name: str) -> str:
-    """The fenced block after ``<!-- client:NAME -->`` in the README."""
-    match = re.search(rf"<!-- client:{re.escape(name)} -->\s*```\w*\n(.*?)```", README.read_text(),
-                      re.DOTALL)
-    assert match, f"README has no client:{name} block"
-    return match.group(1)
+    """The fenced block after ``<!-- client:NAME -->`` in the manual (or the README)."""
+    return manual.block(f"client:{name}")
 
 
 def readme_env(name: str, *, url: str, key: str) -> dict[str, str]:

@@ -1,7 +1,8 @@
 """The real clients the client tests drive, installed from the package registries into
 ``var/clients/`` (ignored by git) and cached there between runs.
 
-* npm: Codex CLI, Claude Code and the MCP reference server ``server-everything`` into
+* npm: Codex CLI, Claude Code, opencode, Qwen Code, Kilo Code CLI, pi, the JavaScript OpenAI
+  Agents SDK and the MCP reference server ``server-everything`` into
   ``var/clients/node_modules`` (the clients' native binaries come inside the registry
   packages).
 * PyPI: each client with its own pinned dependency tree in its own virtualenv
@@ -28,7 +29,12 @@ CLIENTS = ROOT / "var" / "clients"
 
 NPM = {"codex": "@openai/codex@0.169.0", "claude": "@anthropic-ai/claude-code@2.1.197",
        # the MCP reference server the tool tests run (stdio and streamable HTTP)
-       "mcp-server-everything": "@modelcontextprotocol/server-everything@2026.8.31"}
+       "mcp-server-everything": "@modelcontextprotocol/server-everything@2026.8.31",
+       "opencode": "opencode-ai@1.18.33", "qwen": "@qwen-code/qwen-code@0.24.4",
+       # Kilo Code CLI (7.7.7: the registry has no 7.8.1 native packages), pi, and the
+       # JavaScript OpenAI Agents SDK (a library: its key is its package name)
+       "kilo": "@kilocode/cli@7.7.7", "pi": "@mariozechner/pi-coding-agent@0.73.1",
+       "@openai/agents": "@openai/agents@0.20.0"}
 VENVS = {
     "aider": ["aider-chat==0.86.2"],
     "sdk": ["openai-agents==0.24.0", "langchain-openai==1.7.3", "langchain-anthropic==1.7.7"],
@@ -47,6 +53,9 @@ def _run(cmd: list[str], **kwargs: object) -> None:
 
 
 def npm_bin(name: str) -> Path:
+    """A client's executable; for a library (``@scope/name``) its package directory."""
+    if name.startswith("@"):
+        return CLIENTS / "node_modules" / name
     return CLIENTS / "node_modules" / ".bin" / name
 
 
@@ -64,6 +73,10 @@ def ensure_npm() -> None:
     CLIENTS.mkdir(parents=True, exist_ok=True)
     _run([npm, "install", "--no-audit", "--no-fund", "--no-update-notifier", "--prefix",
           str(CLIENTS), *NPM.values()])
+    # Qwen Code's package ships its ripgrep without the execute bit: it warns "Ripgrep not
+    # available ... EACCES" on every run and falls back to a slower search of its own.
+    for rg in (CLIENTS / "node_modules" / "@qwen-code").glob("*/vendor/ripgrep/*/rg"):
+        rg.chmod(0o755)
     stamp.write_text(want)
 
 

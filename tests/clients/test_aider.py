@@ -17,14 +17,18 @@ pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 EDIT = "hello.txt\n```\nhello from gaia\n```\n"
 
 
-def aider(env: ClientEnv, python: Path, model: str, message: str, *flags: str) -> Run:
+def aider(env: ClientEnv, python: Path, model: str, message: str, *flags: str,
+          timeout: float = 180) -> Run:
     command = readme_command("aider")
     assert command[:3] == ["aider", "--model", "openai/gaia"]
     variables = readme_env("aider", url=env.url, key=env.key)
     aider_bin = python.parent / "aider"
+    # The README's command is the model alone; the harness adds what a script needs: one
+    # message, no prompts, no git, plain output, and no warning about a model LiteLLM does not
+    # know (Aider would otherwise offer to open its documentation).
     return env.run([aider_bin, "--model", f"openai/{model}", *command[3:], "--message",
                     message, "--yes-always", "--no-git", "--no-pretty", "--no-fancy-input",
-                    *flags], env=variables, timeout=180)
+                    "--no-show-model-warnings", *flags], env=variables, timeout=timeout)
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])

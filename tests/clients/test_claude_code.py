@@ -42,6 +42,9 @@ def test_claude_code_plain_reply(client_env, npm_clients, fake_agents):
     thread = Thread.objects.get(agent__slug="cc-plain", title="Say hello")
     # Item 5: the title skips <system-reminder>; the workspace is Claude Code's cwd.
     assert thread.workspace_root == str(client_env.work)
+    # Issue 36 item 3: its packed metadata.user_id names the client, never the JSON blob
+    assert thread.user.startswith("claude-code:"), thread.user
+    assert thread.session_key.startswith("x-claude-code-session-id:")
 
 
 def test_claude_code_stream(client_env, npm_clients, fake_agents):

@@ -1,21 +1,27 @@
-"""Codex CLI and Claude Code against a fresh install's default agent, ``gaia``, on the embedded
-SmolLM2-135M model (issue 15, item 2): both always send tools and 4-8k-token prompts. Each
-gets a 200 and either a reply or a well-formed call of a tool it offered (which the client
-then runs); whether a 135M model calls wisely is its quality, not the protocol.
+"""Codex CLI and Claude Code, with their default tools, against a fresh install's default agent,
+``gaia``, on the embedded SmolLM2-135M model (issues 15 and 36): a plain turn, a stream and a
+tool round trip, each without an error in the client.
 
-Slow: the model reads the whole prompt on the CPU first (one to three minutes on 2 cores).
+The clients send 20,000-80,000 characters of instructions and tool schemas; the local backend
+gives the model the head of them (agents.backends.local_prompt.fit_request: about 650-750
+prompt tokens), which it reads in 25-40 s on a loaded 2-core machine (the whole prompt, 4,000-
+5,000 tokens, took over five minutes). A reply cut by the agent's own 256-token limit ends the
+turn for the client (``end_turn``, ``completed``), never its ``max_tokens``. The tool round trip
+asks for the exact call: whether a 135M model calls wisely is its quality, not the protocol.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
 from agents.models import Message
 from agents.services import agents_import
+from tests.clients.conftest import TOOL_WORD, Run
 from tests.clients.test_claude_code import claude
 from tests.clients.test_codex import codex
 
@@ -39,7 +45,13 @@ def first_reply() -> Message:
     return reply
 
 
-def assert_text_or_call(reply: Message) -> None:
+def replies() -> list[Message]:
+    return list(Message.objects.filter(thread__agent__slug="gaia", role="assistant",
+                                       internal=False).order_by("pk"))
+
+
+def assert_answered(reply: Message) -> None:
+    """A reply the model ended itself: no client is told to ask for more."""
     assert reply.finish_reason in ("stop", "tool_calls", "length"), (
         reply.finish_reason, reply.thread.last_error)
     if reply.tool_calls:
@@ -49,23 +61,104 @@ def assert_text_or_call(reply: Message) -> None:
         assert reply.content.strip()
 
 
-def test_codex_on_the_default_agent(client_env, npm_clients, default_agents):
+def codex_events(run: Run) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in run.stdout.splitlines() if x.startswith("{")]
+
+
+def test_codex_plain_turn_on_the_default_agent(client_env, npm_clients, default_agents):
+    run = codex(client_env, npm_clients("codex"), "gaia", QUESTION, timeout=560)
+    assert run.returncode == 0, run.output[-3000:]
+    assert "Reconnecting" not in run.output, run.output[-3000:]  # no dropped stream
+    [reply] = replies()  # one request: no retry after a dropped stream or an incomplete reply
+    assert_answered(reply)
+    assert reply.content.strip() in run.stdout
+
+
+def test_codex_stream_on_the_default_agent(client_env, npm_clients, default_agents):
     run = codex(client_env, npm_clients("codex"), "gaia", QUESTION, "--json", timeout=560)
     assert run.returncode == 0, run.output[-3000:]
-    events = [json.loads(x) for x in run.stdout.splitlines() if x.startswith("{")]
-    items = [e["item"] for e in events if e.get("type") == "item.completed"]
-    # A reply, or a call Codex understood well enough to run.
-    assert any(i.get("type") in ("agent_message", "command_execution", "file_change",
-                                 "mcp_tool_call", "todo_list") for i in items), items
-    assert_text_or_call(first_reply())
+    events = codex_events(run)
+    assert not any(e.get("type") in ("error", "turn.failed") for e in events), events
+    assert any(e.get("type") == "turn.completed" for e in events), events
+    messages = [e["item"]["text"] for e in events if e.get("type") == "item.completed"
+                and e["item"].get("type") == "agent_message"]
+    [reply] = replies()
+    assert_answered(reply)
+    assert messages == [reply.content]
 
 
-def test_claude_code_on_the_default_agent(client_env, npm_clients, default_agents):
+def test_codex_tool_round_trip_on_the_default_agent(client_env, npm_clients, default_agents):
+    call = {"name": "exec_command", "arguments": {"cmd": f"echo {TOOL_WORD}"}}
+    run = codex(client_env, npm_clients("codex"), "gaia",
+                f"Reply with only this JSON object: {json.dumps(call)}", "--json", timeout=560)
+    assert run.returncode == 0, run.output[-3000:]
+    events = codex_events(run)
+    assert not any(e.get("type") in ("error", "turn.failed") for e in events), events
+    assert any(e.get("type") == "turn.completed" for e in events), events
+    ran = [e["item"] for e in events if e.get("type") == "item.completed"
+           and e["item"].get("type") == "command_execution"]
+    assert ran, events
+    assert TOOL_WORD in ran[0]["aggregated_output"]
+    made, *after = replies()
+    assert made.finish_reason == "tool_calls"
+    assert made.tool_calls[0]["name"] == "exec_command"
+    tool = Message.objects.filter(thread__agent__slug="gaia", role="tool",
+                                  internal=False).first()
+    assert tool is not None
+    assert TOOL_WORD in tool.content
+    assert after, "Gaia never answered the tool's result"
+    for reply in after:
+        assert_answered(reply)
+
+
+def test_claude_code_plain_turn_on_the_default_agent(client_env, npm_clients, default_agents):
     run = claude(client_env, npm_clients("claude"), "gaia", QUESTION, "--output-format",
-                 "json", "--max-turns", "1", timeout=560)
+                 "json", timeout=560)
+    assert run.returncode == 0, run.output[-3000:]
     result = json.loads(run.stdout)
-    # A reply, or a tool call (which --max-turns 1 stops after Claude Code ran it).
+    assert result["is_error"] is False, result
+    assert result["subtype"] == "success"
+    [reply] = [r for r in replies() if r.thread.title == QUESTION]  # no "continue" requests
+    assert_answered(reply)
+    assert result["result"].strip() == reply.content.strip()
+
+
+def test_claude_code_stream_on_the_default_agent(client_env, npm_clients, default_agents):
+    run = claude(client_env, npm_clients("claude"), "gaia", QUESTION, "--output-format",
+                 "stream-json", "--verbose", "--include-partial-messages", timeout=560)
+    assert run.returncode == 0, run.output[-3000:]
+    lines = [json.loads(x) for x in run.stdout.splitlines() if x.startswith("{")]
+    deltas = [e["event"]["delta"]["text"] for e in lines if e.get("type") == "stream_event"
+              and e["event"].get("type") == "content_block_delta"
+              and e["event"]["delta"].get("type") == "text_delta"]
+    stops = [e["event"]["delta"]["stop_reason"] for e in lines if e.get("type") ==
+             "stream_event" and e["event"].get("type") == "message_delta"]
+    assert stops, lines
+    assert "max_tokens" not in stops  # the agent's own limit is not the client's
+    assert lines[-1]["type"] == "result"
+    assert lines[-1]["is_error"] is False, lines[-1]
+    assert "".join(deltas).strip() == lines[-1]["result"].strip() != ""
+
+
+def test_claude_code_tool_round_trip_on_the_default_agent(client_env, npm_clients,
+                                                          default_agents):
+    call = {"name": "Bash", "arguments": {"command": f"echo {TOOL_WORD}"}}
+    run = claude(client_env, npm_clients("claude"), "gaia",
+                 f"Reply with only this JSON object: {json.dumps(call)}", "--allowedTools",
+                 "Bash(echo:*)", "--output-format", "json", "--max-turns", "4", timeout=560)
+    result = json.loads(run.stdout)
+    tool = Message.objects.filter(thread__agent__slug="gaia", role="tool",
+                                  internal=False).first()
+    assert tool is not None, result
+    assert tool.content.strip() == TOOL_WORD  # Claude Code ran it and sent the output back
+    made = Message.objects.get(thread=tool.thread, role="assistant", seq__lt=tool.seq)
+    assert made.tool_calls[0]["name"] == "Bash"
+    answers = list(Message.objects.filter(thread=tool.thread, role="assistant",
+                                          seq__gt=tool.seq))
+    assert answers, "Gaia never answered the tool's result"
+    for reply in answers:
+        assert_answered(reply)
+    # The client ends without an error (or, should the small model call again and again,
+    # at the turn limit the test set: a quality, not a protocol failure).
     assert result["subtype"] in ("success", "error_max_turns"), result
-    if result["subtype"] == "success":
-        assert result["result"].strip()
-    assert_text_or_call(first_reply())
+    assert run.returncode == 0 or result["subtype"] == "error_max_turns", run.output[-3000:]

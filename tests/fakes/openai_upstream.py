@@ -1,5 +1,7 @@
 """A fake OpenAI-compatible upstream: ``/v1/chat/completions`` (JSON and SSE, with
-``stream_options.include_usage``), ``/v1/models`` and ``/health``.
+``stream_options.include_usage``), ``/v1/completions`` (SSE: the scripted reply's text as
+``text_completion`` chunks), ``/v1/embeddings`` (vector ``i`` of input ``t``: ``[len(t), i,
+0.5]``, padded with zeros to ``dimensions``), ``/v1/models`` and ``/health``.
 
 See :mod:`tests.fakes` for the scripting API. Usage counts: ``prompt_tokens`` is a 4-characters
 estimate of the message texts, ``completion_tokens`` the number of streamed tokens (plus one
@@ -68,6 +70,8 @@ class FakeOpenAIUpstream(FakeUpstream):
         super().__init__(**kwargs)
         self.routes.update({
             ("POST", "/v1/chat/completions"): self.chat_completions,
+            ("POST", "/v1/completions"): self.completions,
+            ("POST", "/v1/embeddings"): self.embeddings,
             ("GET", "/v1/models"): self.models,
             ("GET", "/health"): self.health,
         })
@@ -115,6 +119,48 @@ class FakeOpenAIUpstream(FakeUpstream):
             await self.complete_json(ex, action if isinstance(action, Reply) else Reply())
             return
         await ex.sse(self.frames(ex, action, body))
+
+    @scripted
+    async def completions(self, ex: Exchange) -> None:
+        action, body = ex.action, ex.record.body
+        if isinstance(action, Fail):
+            await ex.json(action.status, self.error_body(action), action.headers)
+            return
+        reply = action if isinstance(action, Reply) else Reply()
+        tokens, cut = self.plan_text(reply, body)
+        head = {"id": f"cmpl-{uuid.uuid4().hex[:24]}", "object": "text_completion",
+                "created": int(time.time()), "model": body.get("model") or self.model}
+
+        async def frames() -> AsyncIterator[bytes]:
+            for i, token in enumerate(tokens):
+                await self.pace(i, reply)
+                yield sse({**head, "choices": [{"text": token, "index": 0, "logprobs": None,
+                                                "finish_reason": None}]})
+            yield sse({**head, "choices": [{"text": "", "index": 0, "logprobs": None,
+                                            "finish_reason": "length" if cut else "stop"}]})
+            pin = max(1, estimate_tokens(str(body.get("prompt") or "")))
+            yield sse({**head, "choices": [], "usage": {
+                "prompt_tokens": pin, "completion_tokens": len(tokens),
+                "total_tokens": pin + len(tokens)}})
+            yield sse(b"[DONE]")
+
+        await ex.sse(frames())
+
+    @scripted
+    async def embeddings(self, ex: Exchange) -> None:
+        action, body = ex.action, ex.record.body
+        if isinstance(action, Fail):
+            await ex.json(action.status, self.error_body(action), action.headers)
+            return
+        texts = body.get("input")
+        texts = [texts] if isinstance(texts, str) else list(texts or [])
+        size = max(3, int(body.get("dimensions") or 3))
+        await ex.json(200, {"object": "list", "model": body.get("model"), "data": [
+            {"object": "embedding", "index": i,
+             "embedding": ([float(len(t)), float(i), 0.5] + [0.0] * size)[:size]}
+            for i, t in enumerate(texts)],
+            "usage": {"prompt_tokens": sum(estimate_tokens(t) for t in texts),
+                      "total_tokens": sum(estimate_tokens(t) for t in texts)}})
 
     def _ids(self, body: dict[str, Any]) -> dict[str, Any]:
         return {"id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "object": "chat.completion.chunk",

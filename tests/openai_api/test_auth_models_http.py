@@ -161,7 +161,7 @@ def test_models_list_shape(gaia_server, make_agent, api_key):
     assert entry == {
         "id": "alpha", "object": "model", "created": entry["created"], "owned_by": "gaia",
         "name": "Alpha", "description": "First.", "max_input_tokens": 1000,
-        "max_output_tokens": 200,
+        "max_output_tokens": 200, "gaia": {"tools": [], "provides": {}},
     }
     assert isinstance(entry["created"], int)
     again = httpx.get(gaia_server.v1 + "/models/alpha", headers={"x-api-key": api_key}).json()
@@ -209,7 +209,8 @@ def operator_key(make_key):
 def test_health_reports_components_to_operators_only(gaia_server, operator_key, api_key):
     r = httpx.get(gaia_server.url + "/health")
     assert r.status_code == 200
-    assert r.json() == {"status": "ok"}  # nothing about hosts, ports or names
+    # nothing about hosts, ports or names; whether it takes turns (an operator's stop)
+    assert r.json() == {"status": "ok", "organism": "running"}
     r = httpx.get(gaia_server.url + "/health", headers={"x-api-key": operator_key})
     assert r.status_code == 200
     body = r.json()
@@ -239,7 +240,7 @@ def test_health_is_503_when_redis_is_down(gaia_server_factory, operator_key):
     server = gaia_server_factory(REDIS_URL=f"redis://127.0.0.1:{free_port()}/0")
     r = httpx.get(server.url + "/health", timeout=10)
     assert r.status_code == 503
-    assert r.json() == {"status": "unavailable"}
+    assert r.json() == {"status": "unavailable", "organism": "running"}
     r = httpx.get(server.url + "/health", timeout=10, headers={"x-api-key": operator_key})
     assert r.status_code == 503
     body = r.json()

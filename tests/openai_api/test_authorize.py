@@ -9,9 +9,10 @@ import time
 import pytest
 from django.core.cache import cache
 
-from agents import database, services
-from agents.database import ReadNotAvailable, run_db
-from agents.exceptions import AgentNotFound, AuthenticationFailed, RateLimited
+from agents import services
+from agents.infra import database
+from agents.infra.database import ReadNotAvailable, run_db
+from agents.kernel.exceptions import AgentNotFound, AuthenticationFailed, RateLimited
 from agents.turns import door
 
 pytestmark = pytest.mark.django_db(transaction=True)

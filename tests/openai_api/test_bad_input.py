@@ -266,7 +266,7 @@ async def test_what_failed_after_the_upstream_answered_is_refused_before_asking_
 def test_a_models_odd_tool_arguments_are_stored_not_a_500() -> None:
     """What a provider's model says cannot be refused: arguments nested 50,000 deep or with
     a lone surrogate still hash (thread reconciliation) and canonicalise."""
-    from agents import llm
+    from agents.kernel import llm
     from agents.services import digest_chain
 
     for arguments in (DEEP_ARGS, '{"a": "\\ud800"}', "not json"):

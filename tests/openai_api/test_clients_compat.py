@@ -177,7 +177,7 @@ def test_chat_thread_title_skips_scaffolding(gaia_server, echo_agent, api_key):
 
 
 def test_thread_title_units():
-    from agents import llm
+    from agents.kernel import llm
 
     def u(text: str) -> llm.Message:
         return llm.Message("user", (llm.TextPart(text),))

@@ -5,6 +5,7 @@ dialect's reasoning channel."""
 from __future__ import annotations
 
 import base64
+import re
 from typing import Any
 
 import httpx
@@ -186,9 +187,13 @@ def test_reasoning_channel_responses(gaia_server, reasoner, api_key):
 
 
 def test_reasoning_channel_messages(gaia_server, reasoner, api_key):
+    """Thinking blocks are signed, as Anthropic's are (a client such as pi sends an unsigned
+    one back as text, which forked the thread); streamed, the signature comes last."""
     body = _ask(gaia_server, api_key, "/messages", False).json()
+    signature = body["content"][0].get("signature", "")
+    assert re.fullmatch("[0-9a-f]{64}", signature)  # an HMAC under the server's secret key
     assert body["content"] == [
-        {"type": "thinking", "thinking": "Ran the search tool.", "signature": ""},
+        {"type": "thinking", "thinking": "Ran the search tool.", "signature": signature},
         {"type": "text", "text": "The answer."}]
     events = parse_sse(_ask(gaia_server, api_key, "/messages", True).text).json_payloads()
     starts = [e["content_block"]["type"] for e in events if e["type"] == "content_block_start"]
@@ -196,6 +201,11 @@ def test_reasoning_channel_messages(gaia_server, reasoner, api_key):
     deltas = [e["delta"] for e in events if e["type"] == "content_block_delta"]
     assert "".join(d.get("thinking", "") for d in deltas) == "Ran the search tool."
     assert "".join(d.get("text", "") for d in deltas) == "The answer."
+    signed = [d for d in deltas if d["type"] == "signature_delta"]
+    assert signed == [{"type": "signature_delta", "signature": signature}]
+    kinds = [d["type"] for d in deltas]  # the thinking block's last delta
+    assert kinds.index("signature_delta") == kinds.index("text_delta") - 1
+    assert "thinking_delta" not in kinds[kinds.index("signature_delta"):]
 
 
 def test_reasoning_is_not_stored_as_the_assistants_words(gaia_server, reasoner, api_key):

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agents.exceptions import GaiaError
+from agents.kernel.exceptions import GaiaError
 from openai_api.dialects import chat, messages, responses
 from openai_api.dialects.common import parse_json
 

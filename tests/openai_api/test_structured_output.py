@@ -2,7 +2,8 @@
 Anthropic SDKs: a JSON schema asked for over each dialect (Chat ``response_format``,
 Responses ``text.format``, Messages ``output_config.format`` and the older ``output_format``)
 constrains the embedded model, reaches an OpenAI-compatible upstream as ``response_format``
-and an Anthropic one as ``output_config.format``; a hosted tool is refused naming it."""
+and an Anthropic one as ``output_config.format``; an ``mcp`` tool is not a hosted tool, and an
+Anthropic-defined client tool is refused naming it."""
 
 from __future__ import annotations
 
@@ -123,47 +124,7 @@ def test_a_bad_messages_output_format_is_400(gaia_server, echo_agent, api_key, f
 
 # -- hosted tools ---------------------------------------------------------------------------
 
-RESPONSES_HOSTED = [{"type": "web_search_preview"}, {"type": "web_search"},
-                    {"type": "file_search", "vector_store_ids": ["vs_1"]},
-                    {"type": "code_interpreter", "container": {"type": "auto"}},
-                    {"type": "image_generation"}]
-ANTHROPIC_HOSTED = [{"type": "web_search_20250305", "name": "web_search", "max_uses": 2},
-                    {"type": "code_execution_20250825", "name": "code_execution"},
-                    {"type": "web_fetch_20250910", "name": "web_fetch"}]
-
-
-@pytest.mark.parametrize("tool", RESPONSES_HOSTED, ids=lambda t: t["type"])
-def test_a_hosted_responses_tool_is_400_naming_it(gaia_server, echo_agent, api_key, tool):
-    client = openai.OpenAI(base_url=gaia_server.v1, api_key=api_key, max_retries=0)
-    with pytest.raises(openai.BadRequestError) as err:
-        client.responses.create(model="echo", input="x", tools=[
-            {"type": "function", "name": "f", "parameters": {"type": "object"}}, tool])
-    body = err.value.body
-    assert body["param"] == "tools[1].type"
-    assert body["code"] == "unsupported_tool"
-    assert f"'{tool['type']}'" in body["message"]
-    assert "Gaia does not host it" in body["message"]
-
-
-@pytest.mark.parametrize("tool", ANTHROPIC_HOSTED, ids=lambda t: t["type"])
-def test_an_anthropic_server_tool_is_400_naming_it(gaia_server, echo_agent, api_key, tool):
-    claude = anthropic.Anthropic(base_url=gaia_server.url, api_key=api_key, max_retries=0)
-    with pytest.raises(anthropic.BadRequestError) as err:
-        claude.messages.create(model="echo", max_tokens=10, tools=[tool],
-                               messages=[{"role": "user", "content": "x"}])
-    error = err.value.body["error"]
-    assert error["type"] == "invalid_request_error"
-    assert f"'{tool['type']}'" in error["message"]
-    assert "Gaia does not host it" in error["message"]
-
-
-def test_chat_web_search_options_is_400(gaia_server, echo_agent, api_key):
-    client = openai.OpenAI(base_url=gaia_server.v1, api_key=api_key, max_retries=0)
-    with pytest.raises(openai.BadRequestError) as err:
-        client.chat.completions.create(model="echo", web_search_options={},
-                                       messages=[{"role": "user", "content": "x"}])
-    assert err.value.body["param"] == "web_search_options"
-    assert "Gaia does not host it" in err.value.body["message"]
+# Hosted tools by policy (dropped, refused, provided): tests/openai_api/test_hosted_tools.py.
 
 
 def test_an_mcp_tool_is_not_a_hosted_tool(gaia_server, echo_agent, api_key):

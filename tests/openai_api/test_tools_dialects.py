@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from agents import llm
+from agents.kernel import llm
 from agents.models import Thread
 from openai_api.dialects import chat, messages, responses
 from tests.sse import parse_sse

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
-from agents import llm, services
+from agents import services
+from agents.kernel import llm
 
 
 @pytest.fixture

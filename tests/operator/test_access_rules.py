@@ -1,8 +1,9 @@
 """Every access rule, on every channel (README "Security": the access-rule table, one test per
 cell): ``/v1``, the operator REST API, the feed's WebSocket and the pages, against a live
 server. A rule is one function in the core (``agents.services.api_keys``,
-``agents.selectors.api_key_agent_check``, ``agents.turns.inject``) that every channel calls;
-these tests check that each channel answers what the rule says."""
+``agents.selectors.api_key_agent_check``, ``agents.selectors.audit_read_check``,
+``agents.turns.inject``) that every channel calls; these tests check that each channel answers
+what the rule says."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
 from agents import services
-from agents.models import Agent, ApiKey, Thread
+from agents.models import Agent, ApiKey, Memory, Thread
 from tests.conftest import within_one_rate_window
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -211,6 +212,76 @@ def test_a_key_limited_to_some_agents_acts_only_for_them_on_every_channel(
     assert v1(gaia_server, narrow, "other").status_code == 200
     assert rest(gaia_server, narrow, "POST", "/agents/other/pause").status_code == 200
     assert ws_command(gaia_server, narrow, {"cmd": "resume", "agent": "other"})["event"] == "ack"
+
+
+def test_a_key_limited_to_some_agents_reads_and_forgets_only_their_memories(
+        gaia_server: Any, agents: Any, make_key: Any, django_user_model: Any) -> None:
+    """What one key's users told an agent is not read (nor deleted) by a key limited to
+    other agents: the same rule as inject and kill (``api_key_agent_check``)."""
+    _, narrow = make_key("narrow", scopes=[OPERATOR], agents=[agents["other"]])
+    _, full = make_key("full", scopes=[OPERATOR])
+    secret = Memory.objects.create(agent=agents["echo"], scope="key:1/user:alice",
+                                   user="alice", text="alice's door code is 4711")
+    own = Memory.objects.create(agent=agents["other"], scope="key:2", text="likes tea")
+    for method, path in (("GET", "/agents/echo/memories"),
+                         ("GET", "/agents/echo/memories?scope=key:1/user:alice"),
+                         ("DELETE", f"/agents/echo/memories/{secret.pk}")):
+        r = rest(gaia_server, narrow, method, path)
+        assert (r.status_code, r.json()["code"]) == (403, "agent_not_allowed"), path
+        assert "4711" not in r.text
+    assert Memory.objects.filter(pk=secret.pk).exists()
+    # its own agent's memories: read and forgotten
+    r = rest(gaia_server, narrow, "GET", "/agents/other/memories")
+    assert [m["text"] for m in r.json()["results"]] == ["likes tea"]
+    assert rest(gaia_server, narrow, "DELETE",
+                f"/agents/other/memories/{own.pk}").status_code == 204
+    # a full key and staff: every agent's, unchanged
+    r = rest(gaia_server, full, "GET", "/agents/echo/memories")
+    assert [m["text"] for m in r.json()["results"]] == ["alice's door code is 4711"]
+    django_user_model.objects.create_user("boss", password="pw-boss-123", is_staff=True)
+    with httpx.Client(base_url=gaia_server.url, timeout=30) as boss:
+        boss.get("/login/")
+        boss.post("/login/", data={"username": "boss", "password": "pw-boss-123",
+                                   "csrfmiddlewaretoken": boss.cookies["csrftoken"]},
+                  headers={"Referer": f"{gaia_server.url}/login/"})
+        assert boss.get("/api/v1/agents/echo/memories").json()["count"] == 1
+        assert boss.delete(f"/api/v1/agents/echo/memories/{secret.pk}", headers={
+            "X-CSRFToken": boss.cookies["csrftoken"],
+            "Referer": f"{gaia_server.url}/"}).status_code == 204
+    assert not Memory.objects.filter(pk=secret.pk).exists()
+
+
+# -- the audit trail: full operator access --------------------------------------------------------
+
+
+def test_the_audit_trail_is_read_by_staff_and_full_operator_keys_only(
+        gaia_server: Any, agents: Any, make_key: Any, django_user_model: Any) -> None:
+    _, narrow = make_key("narrow", scopes=[OPERATOR], agents=[agents["other"]])
+    _, full = make_key("full", scopes=[OPERATOR])
+    _, chat = make_key("chat", scopes=[CHAT])
+    assert rest(gaia_server, full, "POST", "/agents/echo/pause").status_code == 200
+    assert rest(gaia_server, narrow, "POST", "/agents/other/pause").status_code == 200
+    # a key limited to some agents: refused the whole trail, its own agents' entries too
+    for path in ("/audit", "/audit?target=agent:other", "/audit?action=explode"):
+        r = rest(gaia_server, narrow, "GET", path)
+        assert (r.status_code, r.json()["code"]) == (403, "full_access_required"), path
+        assert "key:full" not in r.text
+    assert rest(gaia_server, chat, "GET", "/audit").status_code == 403
+    r = rest(gaia_server, full, "GET", "/audit")
+    assert r.status_code == 200
+    assert {e["actor"].split(" ")[0] for e in r.json()["results"]} == {"key:full",
+                                                                      "key:narrow"}
+    # staff: the REST API and the page
+    django_user_model.objects.create_user("boss", password="pw-boss-123", is_staff=True)
+    with httpx.Client(base_url=gaia_server.url, timeout=30) as boss:
+        boss.get("/login/")
+        boss.post("/login/", data={"username": "boss", "password": "pw-boss-123",
+                                   "csrfmiddlewaretoken": boss.cookies["csrftoken"]},
+                  headers={"Referer": f"{gaia_server.url}/login/"})
+        assert boss.get("/api/v1/audit").json()["count"] == 2
+        page = boss.get("/audit/")
+        assert page.status_code == 200
+        assert "key:narrow" in page.text
 
 
 # -- the agent's state: enabled, paused; the thread's agent --------------------------------------

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from agents import realtime
 from agents.models import Agent
+from agents.outlet import realtime
 
 pytestmark = pytest.mark.django_db
 
@@ -28,6 +28,7 @@ def form(agent: Agent, **changes):
             "max_output_tokens": agent.max_output_tokens, "context_overflow": "error",
             "tools": "[]", "memory": "off", "max_steps": 8, "tool_budget_seconds": 300,
             "max_turn_seconds": 900, "require_approval": '"never"', "approval_timeout_seconds": 300,
+            "hosted_tools": "drop", "provides": "{}",
             # the fallback providers inline's (empty) formset
             "fallbacks-TOTAL_FORMS": "0", "fallbacks-INITIAL_FORMS": "0"}
     data.update(changes)

@@ -11,8 +11,9 @@ from django.test import override_settings
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from agents import realtime, selectors
+from agents import selectors
 from agents.models import Agent, ConfigStamp, Message, Provider, Thread
+from agents.outlet import realtime
 
 pytestmark = pytest.mark.django_db
 

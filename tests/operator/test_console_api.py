@@ -81,6 +81,26 @@ def test_a_key_made_shown_once_listed_without_secret_and_revoked(staff, make_age
     assert trail[0]["ip"] == "127.0.0.1"
 
 
+def test_a_key_trusted_to_speak_for_users_across_keys(staff):
+    r = staff.post(f"{API}/keys", {"name": "crm", "scopes": ["chat"]}, format="json")
+    assert r.json()["users_across_keys"] is False  # the default: its users are its own
+    r = staff.post(f"{API}/keys", {"name": "sso", "scopes": ["chat"],
+                                   "users_across_keys": True}, format="json")
+    assert r.status_code == 201, r.content
+    made = r.json()
+    assert made["users_across_keys"] is True
+    assert ApiKey.objects.get(pk=made["id"]).users_across_keys
+    r = staff.patch(f"{API}/keys/{made['id']}", {"users_across_keys": False}, format="json")
+    assert r.json()["users_across_keys"] is False
+    assert staff.get(f"{API}/keys/{made['id']}").json()["users_across_keys"] is False
+    error(staff.patch(f"{API}/keys/{made['id']}", {"users_across_keys": "perhaps"},
+                      format="json"), 400, "invalid", "users_across_keys")
+    trail = staff.get(f"{API}/audit?target=key:{made['prefix']}").json()["results"]
+    assert [(e["action"], e["detail"]) for e in trail] == [
+        ("key_update", {"fields": ["users_across_keys"]}),
+        ("key_create", {"name": "sso", "scopes": ["chat"], "users_across_keys": True})]
+
+
 def test_bad_key_input_names_the_field(staff, make_agent):
     make_agent(slug="support")
     error(staff.post(f"{API}/keys", {"name": "x", "scopes": ["root"]}, format="json"), 400,

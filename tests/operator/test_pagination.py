@@ -204,7 +204,7 @@ def test_deep_offset_pages_are_the_pages_an_offset_reads(ops, staff, echo_agent,
     same order, on the API and the thread list page (here from offset 2); past the middle
     of the list it reads them from the other end (offsets 5-9 here, the page list's third
     page, a tie on ``updated_at`` among them)."""
-    from agents import paging
+    from agents.http import paging
 
     other = make_agent(slug="other")
     for i in range(9):
@@ -229,7 +229,7 @@ def test_deep_offset_pages_are_the_pages_an_offset_reads(ops, staff, echo_agent,
         body = ops.get(f"{API}/threads", {"limit": 3, "offset": offset,
                                           "sort": "last_activity"}).json()
         assert [t["id"] for t in body["results"]] == oldest[offset:offset + 3], body
-    import agents.views as views
+    import agents.pages.views as views
 
     monkeypatch.setattr(views, "THREADS_PER_PAGE", 4)
     for number, rows in ((1, expected[:4]), (2, expected[4:8]), (3, expected[8:])):

@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from rest_framework.test import APIClient
 
-from agents.jsonbody import printable
+from agents.http.jsonbody import printable
 from agents.models import Agent, Message
 
 pytestmark = pytest.mark.django_db

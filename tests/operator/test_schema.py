@@ -66,3 +66,29 @@ def test_the_error_component_is_the_envelope() -> None:
     error = document["components"]["schemas"]["Error"]
     assert set(error["required"]) == {"detail", "code"}
     assert error["properties"]["param"]["nullable"] is True
+
+
+def test_a_text_field_that_refuses_white_space_says_so() -> None:
+    """DRF trims text and refuses it blank ("\\t" is a 400): the schema's pattern says so, so a
+    client reading "string" is not promised that white space passes (the fuzz found it)."""
+    document = SchemaGenerator().get_schema(request=None, public=True)
+    params = {p["name"]: p for p in document["paths"]["/api/v1/audit"]["get"]["parameters"]}
+    assert params["actor"]["schema"]["pattern"] == r"\S"
+    assert "pattern" not in params["since"]["schema"]  # a date-time has its own format
+
+
+def test_every_paginated_list_declares_the_same_envelope() -> None:
+    """One rule (agents.http.rest.paginated_schema) for the operator's and the benchmarks'
+    lists: count, next, previous, then the page's results."""
+    schemas = SchemaGenerator().get_schema(request=None, public=True)["components"]["schemas"]
+    pages = {name: s for name, s in schemas.items() if name.startswith("Paginated")}
+    assert {"PaginatedThreads", "PaginatedKeys", "PaginatedApprovals", "PaginatedBenchmarkRuns",
+            "PaginatedBenchmarkSuiteCases", "PaginatedBenchmarkReplayCases"} <= set(pages)
+    for name, schema in pages.items():
+        assert list(schema["properties"]) == ["count", "next", "previous", "results"], name
+        assert schema["properties"]["results"]["type"] == "array", name
+        assert schema["properties"]["next"]["nullable"] is True, name
+    assert pages["PaginatedBenchmarkRuns"]["properties"]["results"]["items"] == {
+        "$ref": "#/components/schemas/BenchmarkRun"}
+    assert pages["PaginatedBenchmarkReplayCases"]["properties"]["results"]["items"]["type"] == (
+        "object")

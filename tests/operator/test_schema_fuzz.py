@@ -28,6 +28,11 @@ from typing import Any
 import pytest
 import requests
 import schemathesis
+
+# Imported here, at collection: schemathesis imports this lazily inside from_url, and on
+# CPython 3.11.7 compiling a module that deep in a stack (after hypothesis has moved the
+# recursion limit) failed with 'AST constructor recursion depth mismatch' (gh-106905).
+import schemathesis.specs.openapi.schemas  # noqa: E402, F401
 from drf_spectacular.generators import SchemaGenerator
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
@@ -54,9 +59,10 @@ OPERATIONS = schema_operations()
 def world(gaia_server: Any, make_key: Any, make_agent: Any) -> Iterator[dict[str, Any]]:
     """A fake-provider agent, one finished thread with messages, a suite, a finished run with
     results, and a key with both the operator and benchmarks scopes."""
-    from agents import llm, services
+    from agents import services
+    from agents.kernel import llm
+    from benchmarks.kinds.replay import replay_run_create
     from benchmarks.models import BenchmarkResult, BenchmarkRun, BenchmarkSuite
-    from benchmarks.replay.runs import replay_run_create
     from benchmarks.replay.suites import suite_from_threads
 
     agent = make_agent(slug="fuzz-echo", provider__options={})

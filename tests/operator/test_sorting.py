@@ -1,5 +1,5 @@
-"""Sorting every console list (agents.ordering): the API's ``sort`` orders the rows, ties by
-id, a bad column is a 400 naming ``sort``, and cursor pages follow the sort (a cursor of
+"""Sorting every console list (agents.selectors.ordering): the API's ``sort`` orders the rows,
+ties by id, a bad column is a 400 naming ``sort``, and cursor pages follow the sort (a cursor of
 another sort is refused); the pages' column headers sort by the same rule."""
 
 from __future__ import annotations

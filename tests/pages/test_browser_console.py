@@ -93,6 +93,32 @@ def test_a_key_made_copied_used_and_revoked_with_a_confirmation(page: Any, gaia_
     assert secret not in page.content()
 
 
+def test_a_keys_trust_across_keys_is_shown_set_and_cleared(page: Any) -> None:
+    """``users_across_keys`` on the console: ticked when the key is made, shown in the list
+    and on its page, cleared with the page's form (the unticked box sends false)."""
+    from agents.models import ApiKey
+
+    page.goto("/keys/")
+    form = page.locator("#key-form")
+    form.locator("input[name=name]").fill("crm")
+    form.locator("input[name=users_across_keys]").check()
+    page.click("#key-submit")
+    expect()(page.locator("#key-secret-value")).to_have_text(re.compile(r"^gaia_"))
+    assert ApiKey.objects.get(name="crm").users_across_keys
+    page.reload()
+    row = page.locator("#key-rows tr").first
+    expect()(row).to_contain_text("users across keys")
+    row.locator("a").click()
+    expect()(page.locator("#key-users")).to_contain_text("trusted to speak for users")
+    box = page.locator("#key-edit input[name=users_across_keys]")
+    expect()(box).to_be_checked()
+    box.uncheck()
+    page.click("#key-save")
+    expect()(page.locator("#key-users")).to_contain_text("its own")
+    assert not ApiKey.objects.get(name="crm").users_across_keys
+    expect()(page.locator("#key-edit input[name=users_across_keys]")).not_to_be_checked()
+
+
 def test_field_errors_show_next_to_their_field(page: Any, make_agent: Any) -> None:
     page.goto("/keys/")
     form = page.locator("#key-form")

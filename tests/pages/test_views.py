@@ -178,6 +178,20 @@ def test_thread_list_filters_and_searches(staff_client, make_agent):
     assert staff_client.get("/threads/?page=999").status_code == 200
 
 
+def test_thread_list_pager_keeps_the_query(staff_client, make_agent, monkeypatch):
+    monkeypatch.setattr("agents.pages.views.THREADS_PER_PAGE", 1)
+    a = make_agent(slug="alpha")
+    make_thread(a, title="first")
+    make_thread(a, title="second")
+    make_thread(make_agent(slug="beta"), title="third")
+    first = staff_client.get("/threads/?agent=alpha").text
+    assert "page 1 of 2 (2 threads)" in first
+    assert '<a href="?agent=alpha&amp;page=2">next</a>' in first
+    second = staff_client.get("/threads/?agent=alpha&page=2").text
+    assert '<a href="?agent=alpha&amp;page=1">previous</a>' in second
+    assert ">next</a>" not in second
+
+
 def test_thread_page_shows_messages_as_text_with_their_figures(staff_client, echo_agent):
     thread = make_thread(echo_agent, status="active", messages=[
         ("user", "hi <script>alert(1)</script>"), ("assistant", "<img src=x onerror=alert(2)>")])

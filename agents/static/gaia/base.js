@@ -1,7 +1,10 @@
 /* What every operator page shares: DOM and HTTP helpers (the REST API with the session and its
- * CSRF token), notices, the forms that call the API, and the hooks through which the pages of
- * other apps (benchmarks/runs.js) join the live feed that ui.js starts.
- * Everything from a model, an agent or a user is set with textContent: never as markup. */
+ * CSRF token), notices, the forms that call the API, the fragments a live update swaps in, and
+ * the hooks (Gaia.pages) through which each page's script joins the live feed that live.js
+ * starts. A row, a message or an approval is never drawn here: its markup is the partial
+ * template the page includes, fetched from /fragments/<name>/ (agents/pages/views.py) and rendered by
+ * Django, which escapes it. Anything else from a model, an agent or a user is set with
+ * textContent: never as markup. */
 (function () {
   "use strict";
 
@@ -94,6 +97,44 @@
 
   function fail(err) { notice(err.message || String(err), true); }
 
+  /* The partial template ``name`` of this page, rendered by the server from the page's own
+   * context builder for ``query`` (a query string): a DocumentFragment, its times humanised. */
+  function fragment(name, query) {
+    var url = "/fragments/" + encodeURIComponent(name) + "/" + (query ? "?" + query : "");
+    return fetch(url, { credentials: "same-origin", headers: { "Accept": "text/html" } }).then(function (r) {
+      if (!r.ok) throw new Error("HTTP " + r.status + " for " + url);
+      return r.text();
+    }).then(function (html) {
+      var t = document.createElement("template");
+      t.innerHTML = html;  // our server's template, escaped by Django; scripts never run here
+      humanTimes(t.content);
+      return t.content;
+    });
+  }
+
+  /* ``load`` (returns a promise) run at most once at a time: schedule() runs it after
+   * ``delay`` ms (a burst of events costs one load), now() at once; a call while it runs
+   * makes it run once more after. */
+  function refresher(load, delay) {
+    var timer = null, running = null, again = false;
+    function run() {
+      clearTimeout(timer);
+      timer = null;
+      if (running) { again = true; return running; }
+      running = Promise.resolve().then(load).catch(function () { /* the next load mends it */ })
+        .then(function () {
+          running = null;
+          if (again) { again = false; schedule(); }
+        });
+      return running;
+    }
+    function schedule() {
+      if (running) again = true;
+      else if (!timer) timer = setTimeout(run, delay);
+    }
+    return { schedule: schedule, now: run };
+  }
+
   function badge(status, id) {
     return h("span", { "class": "badge status-" + status, id: id, text: status });
   }
@@ -168,6 +209,7 @@
       else if (kind === "approval") notice("The tool call is " + (data && data.status) + ".");
       else if (kind === "revoke") notice("Key revoked.");
       else if (kind === "reload") notice("Configuration reloaded.");
+      else if (kind === "start" || kind === "stop") window.location.reload();
       form.dispatchEvent(new CustomEvent("gaia:done", { detail: data, bubbles: true }));
     }).catch(fail).then(function () { buttons.forEach(function (b) { b.disabled = false; }); });
   });
@@ -279,9 +321,10 @@
     orDash: orDash, num: num, fixed: fixed, listOf: listOf, notice: notice, api: api,
     fail: fail, badge: badge, confirmAction: confirmAction, ago: ago, humanTimes: humanTimes,
     duration: duration, bytes: bytes, timeNode: timeNode, formatStat: formatStat,
-    fieldError: fieldError, clearFieldErrors: clearFieldErrors,
-    // Pages of other apps: {attach(feed), resync() -> promise|null, live: bool}, called by
-    // ui.js before it starts the feed.
-    pages: []
+    fieldError: fieldError, clearFieldErrors: clearFieldErrors, fragment: fragment,
+    refresher: refresher,
+    // Each page's script: {attach(feed), resync() -> promise|null, live: bool}, called by
+    // live.js before it starts the feed; a page that follows one thread sets subscription.
+    pages: [], subscription: null
   };
 })();

@@ -87,7 +87,7 @@
         q("#key-secret").hidden = false;
         q("#key-copied").hidden = true;
         form.reset();
-        addKeyRow(data);
+        addKeyRow();
         notice("Key " + data.name + " made: copy its secret now.");
       } else if (then === "goto") {
         window.location.assign(form.dataset.goto.replace("{name}", encodeURIComponent(data.name)));
@@ -98,25 +98,14 @@
       .then(function () { button.disabled = false; });
   });
 
-  function timeCell(iso, none) {
-    if (!iso) return G.h("td", null, G.h("span", { "class": "muted", text: none || "–" }));
-    var t = G.h("time", { datetime: iso, title: iso, text: iso });
-    G.humanTimes(G.h("div", null, t));
-    return G.h("td", null, t);
-  }
-
-  /* The key just made, first in the list (the same cells as templates/ui/keys.html). */
-  function addKeyRow(k) {
+  /* The key just made, in the list as the server draws it (templates/ui/_key_rows.html, for
+   * the page's own filters and sort: the newest first unless sorted otherwise). */
+  function addKeyRow() {
     var rows = q("#key-rows");
     if (!rows) return;
-    qa("tr.empty", rows).forEach(function (r) { r.remove(); });
-    var h = G.h;
-    rows.insertBefore(h("tr", { "data-key": k.id },
-      h("td", null, h("a", { href: "/keys/" + k.id + "/", text: k.name })), h("td", null, h("code", { text: k.prefix })),
-      h("td", null, h("span", { "class": "badge key-" + k.state, text: k.state })),
-      h("td", { text: k.scopes.join(", ") }), h("td", { text: k.agents.length ? k.agents.join(", ") : "every agent" }),
-      h("td", { "class": "num", text: k.requests_per_minute ? k.requests_per_minute + "/min" : "unlimited" }),
-      timeCell(k.expires_at, "never"), timeCell(k.last_used_at, "never"), timeCell(k.created_at)), rows.firstChild);
+    G.fragment("key-rows", window.location.search.slice(1)).then(function (frag) {
+      rows.replaceChildren(frag);
+    }).catch(G.fail);
   }
 
   var copy = q("#key-copy");

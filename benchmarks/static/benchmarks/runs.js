@@ -124,7 +124,7 @@
   }
 
   // A column header that sorts the runs page (the API's sort, kept in the page's address as
-  // the console's server-drawn lists keep it: agents.templatetags.gaia_sort).
+  // the console's server-drawn lists keep it: agents.pages.templatetags.gaia_sort).
   var RUNS_DEFAULT_SORT = "-queued_at";
   function sortHead(label, column, sortable) {
     if (!sortable) return h("th", { scope: "col", text: label });

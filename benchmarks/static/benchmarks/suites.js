@@ -12,7 +12,7 @@
   // ------------------------------------------------------------------------------------------
   // The thread list: "Make an evaluation suite"
 
-  G.pickedThreads = {};  // ui.js draws the rows' boxes ticked from it
+  G.pickedThreads = {};  // gaia/threads.js ticks the boxes of rows it swaps in from it
 
   function pickedIds() { return Object.keys(G.pickedThreads).filter(function (id) { return G.pickedThreads[id]; }); }
 
