@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from agents.models import Thread
 from tests.clients.conftest import README_URL, TOOL_WORD, ClientEnv, Run, readme_block
+from tests.clients.stored import only_thread
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -47,12 +47,6 @@ def test_the_readme_config_is_the_base_url_the_key_and_the_model():
     assert provider["env_key"] == "GAIA_API_KEY"
     assert provider["wire_api"] == "responses"
     assert not re.search(r"web_search|tools|features", block)
-
-
-def only_thread(slug: str) -> Thread:
-    threads = list(Thread.objects.filter(agent__slug=slug))
-    assert len(threads) == 1, threads
-    return threads[0]
 
 
 def test_codex_plain_reply(client_env, npm_clients, fake_agents):

@@ -50,6 +50,22 @@ def replies() -> list[Message]:
                                        internal=False).order_by("pk"))
 
 
+def tool_round_trip(name: str) -> tuple[Message, Message, list[Message]]:
+    """Gaia's side of a tool round trip on ``gaia``: its first reply called ``name``, the
+    tool's result came back and is stored, and every reply after it is an answer. Returns
+    the call, the result and those replies."""
+    made, *after = replies()
+    assert made.finish_reason == "tool_calls"
+    assert made.tool_calls[0]["name"] == name
+    tool = Message.objects.filter(thread__agent__slug="gaia", role="tool",
+                                  internal=False).first()
+    assert tool is not None
+    assert after, "Gaia never answered the tool's result"
+    for reply in after:
+        assert_answered(reply)
+    return made, tool, after
+
+
 def assert_answered(reply: Message) -> None:
     """A reply the model ended itself: no client is told to ask for more."""
     assert reply.finish_reason in ("stop", "tool_calls", "length"), (
@@ -99,16 +115,8 @@ def test_codex_tool_round_trip_on_the_default_agent(client_env, npm_clients, def
            and e["item"].get("type") == "command_execution"]
     assert ran, events
     assert TOOL_WORD in ran[0]["aggregated_output"]
-    made, *after = replies()
-    assert made.finish_reason == "tool_calls"
-    assert made.tool_calls[0]["name"] == "exec_command"
-    tool = Message.objects.filter(thread__agent__slug="gaia", role="tool",
-                                  internal=False).first()
-    assert tool is not None
+    _, tool, after = tool_round_trip("exec_command")
     assert TOOL_WORD in tool.content
-    assert after, "Gaia never answered the tool's result"
-    for reply in after:
-        assert_answered(reply)
 
 
 def test_claude_code_plain_turn_on_the_default_agent(client_env, npm_clients, default_agents):

@@ -17,10 +17,11 @@ from typing import Any
 
 import pytest
 
-from agents.models import Message, Thread
+from agents.models import Message
 from tests.clients.conftest import README_URL, TOOL_WORD, ClientEnv, Run, readme_block
 from tests.clients.recorder import Recorder
 from tests.clients.recorder import recorder as recorder  # fixture
+from tests.clients.stored import assert_stored_tool_turn, only_thread
 from tests.clients.test_default_agent import QUESTION, assert_answered, replies
 from tests.clients.test_default_agent import default_agents as default_agents  # fixture
 
@@ -73,12 +74,6 @@ def assert_streamed(record: Recorder, requests: int) -> None:
         assert set(exchange.tools) >= TOOLS  # Kilo's own tools, as it offers them by default
 
 
-def only_thread(slug: str) -> Thread:
-    threads = list(Thread.objects.filter(agent__slug=slug))
-    assert len(threads) == 1, threads
-    return threads[0]
-
-
 def test_the_readme_config_is_the_base_url_the_key_and_the_model():
     config = json.loads(readme_block("kilo"))
     assert set(config) == {"model", "provider"}
@@ -119,11 +114,7 @@ def test_kilo_tool_round_trip(client_env, npm_clients, fake_agents, recorder):
     assert used["state"]["output"].strip() == TOOL_WORD
     assert texts(lines) == [f"Tool said: {TOOL_WORD}"]
     assert_streamed(recorder, 2)
-    thread = only_thread("kl-tool")
-    roles = list(thread.messages.filter(internal=False).order_by("seq")
-                 .values_list("role", flat=True))
-    assert roles == ["user", "assistant", "tool", "assistant"]
-    assert thread.messages.get(role="tool", internal=False).content.strip() == TOOL_WORD
+    assert_stored_tool_turn("kl-tool")
 
 
 # -- on the default agent, the embedded model ------------------------------------------------

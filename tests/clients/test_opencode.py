@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from agents.models import Message, Thread
+from agents.models import Thread
 from tests.clients.conftest import README_URL, TOOL_WORD, ClientEnv, Run, readme_block
 from tests.clients.recorder import Recorder
 from tests.clients.recorder import recorder as recorder  # fixture
@@ -28,6 +28,7 @@ from tests.clients.test_default_agent import (  # noqa: F401 - default_agents is
     assert_answered,
     default_agents,
     replies,
+    tool_round_trip,
 )
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -193,14 +194,6 @@ def test_opencode_tool_round_trip_on_the_default_agent(client_env, npm_clients, 
     assert used, run.stdout
     assert used[0]["tool"] == "bash"
     assert TOOL_WORD in used[0]["state"]["output"]
-    made, *after = replies()
-    assert made.finish_reason == "tool_calls"
-    assert made.tool_calls[0]["name"] == "bash"
-    tool = Message.objects.filter(thread__agent__slug="gaia", role="tool",
-                                  internal=False).first()
-    assert tool is not None
+    _, tool, after = tool_round_trip("bash")
     assert TOOL_WORD in tool.content
-    assert after, "Gaia never answered the tool's result"
-    for reply in after:
-        assert_answered(reply)
     assert_streamed(recorder, 1 + len(after))

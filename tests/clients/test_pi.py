@@ -15,8 +15,9 @@ from typing import Any
 
 import pytest
 
-from agents.models import Message, Thread
+from agents.models import Message
 from tests.clients.conftest import README_URL, TOOL_WORD, ClientEnv, Run, readme_block
+from tests.clients.stored import assert_stored_tool_turn, only_thread
 from tests.clients.test_default_agent import QUESTION, assert_answered, replies
 from tests.clients.test_default_agent import default_agents as default_agents  # fixture
 
@@ -56,12 +57,6 @@ def answers(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def ran(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [e for e in lines if e["type"] == "tool_execution_end"]
-
-
-def only_thread(slug: str) -> Thread:
-    threads = list(Thread.objects.filter(agent__slug=slug))
-    assert len(threads) == 1, threads  # a tool round trip continues the thread, never forks
-    return threads[0]
 
 
 def test_the_readme_config_is_the_base_url_the_key_and_the_model():
@@ -107,11 +102,7 @@ def test_pi_tool_round_trip(client_env, npm_clients, fake_agents):
     assert done["result"]["content"][0]["text"].strip() == TOOL_WORD
     assert answers(lines)[-1]["content"] == [{"type": "text", "text": f"Tool said: {TOOL_WORD}"}]
     # pi sent Gaia's signed thinking back as thinking: the stored turn matched
-    thread = only_thread("pi-tool")
-    roles = list(thread.messages.filter(internal=False).order_by("seq")
-                 .values_list("role", flat=True))
-    assert roles == ["user", "assistant", "tool", "assistant"]
-    assert thread.messages.get(role="tool", internal=False).content.strip() == TOOL_WORD
+    assert_stored_tool_turn("pi-tool")
 
 
 # -- on the default agent, the embedded model ------------------------------------------------

@@ -31,7 +31,9 @@ from tests.clients.test_default_agent import (  # noqa: F401 - default_agents is
     assert_answered,
     default_agents,
     replies,
+    tool_round_trip,
 )
+from tests.clients.test_opencode import assert_streamed
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -57,15 +59,6 @@ def qwen(env: ClientEnv, bin_: Path, model: str, prompt: str, *flags: str,
     settings.write_text(json.dumps(SETTINGS))
     return env.run([bin_, prompt, *flags], env={**variables, "OPENAI_MODEL": model},
                    timeout=timeout)
-
-
-def assert_streamed(recorder: Recorder, requests: int) -> None:
-    """``requests`` Chat Completions requests, each streamed, under the client's own 32,000
-    max_tokens (the agent's smaller limit is what can cut a reply)."""
-    posts = recorder.posts("/chat/completions")
-    assert len(posts) == requests, [p.body.get("messages", [])[-1:] for p in posts]
-    assert all(p.streamed for p in posts), posts
-    assert {p.body.get("max_tokens") for p in posts} == {32000}
 
 
 def result(run: Run) -> dict[str, Any]:
@@ -217,12 +210,7 @@ def test_qwen_code_tool_round_trip_on_the_default_agent(client_env, npm_clients,
         assert not prose.tool_calls, prose
         assert_answered(prose)
     assert [t["name"] for t in used_tools(run)][:1] == ["read_file"], run.stdout[-3000:]
-    made, *after = replies()
-    assert made.finish_reason == "tool_calls"
-    assert made.tool_calls[0]["name"] == "read_file"
-    tool = Message.objects.filter(thread__agent__slug="gaia", role="tool",
-                                  internal=False).first()
-    assert tool is not None
+    made, tool, after = tool_round_trip("read_file")
     # Qwen Code ran the call it got and sent its result back. The 135M model copies a long
     # path right most times, not always (once it dropped a directory): what it asked for is
     # its quality, the round trip is the protocol's.
@@ -230,6 +218,3 @@ def test_qwen_code_tool_round_trip_on_the_default_agent(client_env, npm_clients,
     assert TOOL_WORD in tool.content or (asked != str(note) and asked in tool.content), (
         asked, tool.content)
     assert_streamed(recorder, 1 + len(after))
-    assert after, "Gaia never answered the tool's result"
-    for reply in after:
-        assert_answered(reply)
