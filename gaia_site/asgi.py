@@ -129,7 +129,7 @@ site_asgi_app = ASGIStaticFilesHandler(django_asgi_app)
 
 async def http_application(scope, receive, send):  # type: ignore[no-untyped-def]
     path = scope["path"]
-    if path.startswith("/v1/") or path in ("/v1", "/health") or (
+    if path.startswith("/v1/") or path in ("/v1", "/health", "/metrics") or (
             path == "/" and scope["method"] in ("HEAD", "OPTIONS")):  # clients' probes
         await api_asgi_app(scope, receive, send)
     else:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -158,6 +159,16 @@ def server_command(host: str, port: int, *, workers: int = 1, server: str = "uvi
             "--ws-per-message-deflate", "false"]
 
 
+def _metrics_dir(port: int) -> Path:
+    """Where the workers of the server on ``port`` keep their metrics for /metrics to add up
+    (prometheus-client's multiprocess mode), emptied at every start: a counter starts at 0
+    with its server, as Prometheus expects of a restart."""
+    path = _data_dir() / "metrics" / str(port)
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
+    return path
+
+
 def api_start(args: argparse.Namespace) -> int:
     env = dict(os.environ)
     if args.debug:
@@ -170,6 +181,8 @@ def api_start(args: argparse.Namespace) -> int:
         print(f"Gaia already runs on port {args.port} (pid {running[0]}); "
               f"stop it with: gaia api stop --port {args.port}", file=sys.stderr)
         return 1
+    if args.workers > 1 and not env.get("PROMETHEUS_MULTIPROC_DIR"):
+        env["PROMETHEUS_MULTIPROC_DIR"] = str(_metrics_dir(args.port))
     if not args.background:
         print(f"Gaia serving on http://{args.host}:{args.port} (OpenAI base URL "
               f"http://{args.host}:{args.port}/v1); stop it with Ctrl-C or "

@@ -335,6 +335,9 @@ GAIA_FEED_BATCH_RATE = env.float("GAIA_FEED_BATCH_RATE", default=250.0)
 # boundary ("http://h:8000/mcp*": /mcp, /mcp/x, not /mcpx). Empty (the default): none. Gaia never
 # starts a process or reaches an address only because a client asked.
 GAIA_MCP_ALLOWED_URLS = env.list("GAIA_MCP_ALLOWED_URLS", default=[])
+# Addresses (or networks: 10.0.0.0/8) that may read /metrics without a key; by default none,
+# and Prometheus sends a key with the 'metrics' scope (gaia_site/metrics.py).
+GAIA_METRICS_ALLOWED_IPS = env.list("GAIA_METRICS_ALLOWED_IPS", default=[])
 
 # What one request may make its agents do, whatever the model asks (agents/turns/budget.py):
 # past a limit the call is not run and the model gets an error result saying which limit, and

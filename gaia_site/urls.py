@@ -12,6 +12,7 @@ from drf_spectacular.views import (
 
 from agents.apis import ApiNotFoundApi
 from agents.pages import views as pages
+from gaia_site.metrics import MetricsApi
 from openai_api.apis import HealthApi, NotFoundApi, RootApi
 
 # The API docs' pages may load only this server's files: Redoc's bundle draws a logo from
@@ -55,6 +56,7 @@ async def root(request: HttpRequest) -> HttpResponse:
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("health", HealthApi.as_view(), name="health"),
+    path("metrics", MetricsApi.as_view(), name="metrics"),
     path("", root, name="root"),
     path("v1/", include("openai_api.urls")),
     path("v1", NotFoundApi.as_view()),  # the API's own 404 envelope, not Django's HTML page

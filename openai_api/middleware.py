@@ -19,6 +19,7 @@ from django.conf import settings
 from django.core.exceptions import DisallowedHost
 from django.http import HttpRequest, HttpResponse
 
+from agents.infra import metrics
 from agents.kernel.exceptions import InvalidRequest
 from openai_api.errors import error_response
 
@@ -129,6 +130,11 @@ def access_line(request: HttpRequest, status: int, started: float) -> None:
             "output_tokens": facts.get("output_tokens"),
             "duration_ms": round((time.perf_counter() - started) * 1000, 1),
         }
+        match = getattr(request, "resolver_match", None)
+        metrics.request_done(
+            match.route if match is not None else "unmatched",
+            (facts.get("agent") or "") if turn is not None else "", status,
+            fields["duration_ms"] / 1000, getattr(turn, "upstream_seconds", None))
         text = " ".join(f"{k}={'-' if v is None else v}" for k, v in list(fields.items())[3:])
         access_log.info("%s %s %s %s", fields["method"], fields["path"], status, text,
                         extra=fields)

@@ -60,4 +60,7 @@ if [ "$extras" = "dev" ]; then
   .venv/bin/python -m tests.clients.install
   chromium="${GAIA_CHROMIUM:-/usr/bin/chromium}"
   [ -x "$chromium" ] || apt_install "Chromium (for the browser tests)" chromium
+  # A real Prometheus scrapes /metrics in tests/test_metrics.py (Debian's package, as Chromium).
+  command -v prometheus >/dev/null 2>&1 || apt_install "Prometheus (for the metrics tests)" \
+    prometheus
 fi

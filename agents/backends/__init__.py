@@ -12,11 +12,13 @@ import dataclasses
 import importlib
 import logging
 import os
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
 from agents.backends.completion import completion_as_chat
 from agents.backends.upstream import Redactor
+from agents.infra import metrics
 from agents.kernel.exceptions import BackendError, BackendOverloaded, GaiaError
 from agents.kernel.llm import (
     Backend,
@@ -316,33 +318,41 @@ async def fallback_stream(
     on_sent: Callable[[], None] | None = None,
     on_answer: Callable[[Provider], None] | None = None,
     on_fallback: Callable[[Provider, Provider, BackendError], None] | None = None,
+    on_done: Callable[[float], None] | None = None,
 ) -> AsyncIterator[Event]:
     """:func:`backend_stream` over ``providers`` in order: a provider that fails before its
     first event (:func:`can_fall_back`) hands the request to the next one, whose default
     model replaces the request's model. ``on_answer`` names the provider whose first event
     arrived; after it, errors propagate as they are (the caller reports them in-band).
     ``on_fallback(failed, next, error)`` is called for every hand-over. The last provider's
-    error propagates."""
-    for i, provider in enumerate(providers):
-        attempt = request if i == 0 else request.replace(
-            model=provider.default_model or request.model)
-        stream = backend_stream(provider, attempt, on_sent=on_sent)
-        started = False
-        try:
-            async for event in stream:
-                if not started:
-                    started = True
-                    if on_answer is not None:
-                        on_answer(provider)
-                yield event
-            return
-        except BackendError as exc:
-            if started or i == len(providers) - 1 or not can_fall_back(exc):
-                raise
-            if on_fallback is not None:
-                on_fallback(provider, providers[i + 1], exc)
-        finally:
-            await _aclose(stream)
+    error propagates. ``on_done(seconds)`` is told how long the providers' streams were
+    open, whatever the outcome (Gaia's overhead is a request's time less that)."""
+    t0 = time.perf_counter()
+    try:
+        for i, provider in enumerate(providers):
+            attempt = request if i == 0 else request.replace(
+                model=provider.default_model or request.model)
+            stream = backend_stream(provider, attempt, on_sent=on_sent)
+            started = False
+            try:
+                async for event in stream:
+                    if not started:
+                        started = True
+                        if on_answer is not None:
+                            on_answer(provider)
+                    yield event
+                return
+            except BackendError as exc:
+                metrics.upstream_error(provider.name, exc.kind)
+                if started or i == len(providers) - 1 or not can_fall_back(exc):
+                    raise
+                if on_fallback is not None:
+                    on_fallback(provider, providers[i + 1], exc)
+            finally:
+                await _aclose(stream)
+    finally:
+        if on_done is not None:
+            on_done(time.perf_counter() - t0)
 
 
 PROBE_PROMPT = "Reply with the word OK."
@@ -353,8 +363,6 @@ async def backend_probe(provider: Provider, *, model: str | None = None) -> dict
     provider's default model, through :func:`backend_stream` as a turn's would go. Says
     whether it answered, how fast, and what went wrong in the words a turn would report
     (never a credential: a provider error's message is the one clients see)."""
-    import time
-
     from agents.kernel.llm import Message, TextDelta, TextPart
 
     request = LLMRequest(model=model or provider.default_model, system="",

@@ -54,6 +54,7 @@ from agents.feed import fanout
 from agents.feed.commands import CLOSE_UNAUTHENTICATED, COMMANDS, FeedCommands
 from agents.feed.input import feed_snapshot, header_key
 from agents.feed.sending import FeedSending
+from agents.infra import metrics
 from agents.infra.database import run_db
 from agents.kernel.exceptions import AuthenticationFailed, PermissionDenied
 from agents.models import ApiKey
@@ -181,6 +182,7 @@ class FeedConsumer(FeedCommands, FeedSending, AsyncJsonWebsocketConsumer):
             await self._refuse(CLOSE_TRY_AGAIN, LAYER_DOWN)
             return
         self._joined = True
+        metrics.FEED_SUBSCRIBERS.inc()
         realtime.on_layer_lost(realtime.FEED_GROUP, self._layer_lost)
         if self.api_key is not None:
             fanout.feed_on_config_changed(self._key_recheck_soon)
@@ -200,6 +202,8 @@ class FeedConsumer(FeedCommands, FeedSending, AsyncJsonWebsocketConsumer):
         if self._expiry is not None:
             self._expiry.cancel()
         if self._joined:
+            self._joined = False
+            metrics.FEED_SUBSCRIBERS.dec()
             fanout.feed_leave(self._feed_batch)
             fanout.feed_off_config_changed(self._key_recheck_soon)
             realtime.off_layer_lost(realtime.FEED_GROUP, self._layer_lost)

@@ -15,6 +15,7 @@ class ApiKey(models.Model):
         CHAT = "chat", "chat (the /v1 model routes)"
         OPERATOR = "operator", "operator (watch and control)"
         BENCHMARKS = "benchmarks", "benchmarks (queue runs)"
+        METRICS = "metrics", "metrics (Prometheus scrapes /metrics)"
 
     name = models.CharField(max_length=200)
     prefix = models.CharField(max_length=32, unique=True, editable=False)

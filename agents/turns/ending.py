@@ -26,6 +26,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from agents import services
+from agents.infra import metrics
 from agents.infra.database import run_db
 from agents.kernel import llm
 from agents.kernel.exceptions import GaiaError
@@ -189,6 +190,8 @@ class TurnEnding:
         if self._registered is not None and self.reply.unsent_text():
             self._publish_delta()  # the feed sees the whole reply grow before it is stored
         r.finish_reason, r.error = self._outcome(error, r)
+        metrics.turn_done(self.agent.slug, r.model, r.finish_reason, r.input_tokens,
+                          r.output_tokens, r.ttft_ms)
         try:
             await run_db(services.thread_turn_finish, start=self.start, result=r,
                          dialect=self.spec.dialect,

@@ -32,6 +32,7 @@ from typing import Any
 from django.db import DatabaseError
 
 from agents import selectors, services
+from agents.infra import metrics
 from agents.infra.database import run_db
 from agents.kernel import llm
 from agents.kernel.exceptions import GaiaError
@@ -348,7 +349,9 @@ class AgentLoop:
         else:
             result = await self._result(spec, call, queue, activity)
         result = result_bounded(result)
-        ms = int((time.monotonic() - t0) * 1000)
+        seconds = time.monotonic() - t0
+        ms = int(seconds * 1000)
+        metrics.tool_done(self.agent.slug, spec.name, not result.is_error, seconds)
         done = llm.ToolActivity(call.id, spec.name, spec.server, spec.tool, call.text,
                                 "failed" if result.is_error else "completed", result.text, ms,
                                 approval_request_id=asked)

@@ -22,6 +22,7 @@ from django.conf import settings
 from agents import selectors, services
 from agents.backends import backend_for, fallback_stream
 from agents.backends.completion import COMPLETION
+from agents.infra import metrics
 from agents.infra.database import run_db
 from agents.kernel import llm
 from agents.kernel.exceptions import Conflict, TurnInterrupted, TurnKilled
@@ -72,6 +73,7 @@ class Turn(TurnEnding):
         self._passages: list[dict[str, Any]] | None = None  # knowledge the model was given
         self.agent_loop: Any = None  # the agent loop, when the agent runs tools of its own
         self.backend_accepts_tools = False
+        self.upstream_seconds = 0.0  # how long its provider streams were open (metrics)
         self.loop = asyncio.get_running_loop()
         self.ending_init()
         realtime.bind()
@@ -197,11 +199,13 @@ class Turn(TurnEnding):
             self._unregister()
             registry.register(self, key)
             self._registered = key
+            metrics.turn_started(self.agent.slug)
 
     def _unregister(self) -> None:
         if self._registered is not None:
             registry.unregister(self, self._registered)
             self._registered = None
+            metrics.turn_ended(self.agent.slug)
 
     def _begin_now(self) -> None:
         """Start storing a derived session's turn (once; the backend calls this when its
@@ -314,7 +318,10 @@ class Turn(TurnEnding):
         """The agent's providers answering ``request`` (its fallbacks after it)."""
         chain = getattr(self.agent, "provider_chain", None) or [self.agent.provider]
         return fallback_stream(chain, request, on_sent=on_sent, on_answer=self._answered_by,
-                               on_fallback=self._fell_back)
+                               on_fallback=self._fell_back, on_done=self._upstream_done)
+
+    def _upstream_done(self, seconds: float) -> None:
+        self.upstream_seconds += seconds
 
     def waiting_for_approval(self, waiting: bool) -> None:
         self._set_waiting(waiting)
