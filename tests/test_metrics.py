@@ -6,7 +6,9 @@ Parsed with prometheus-client's own parser."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -237,6 +239,19 @@ scrape_configs:
         health = httpx.get(f"http://127.0.0.1:{port}/api/v1/targets", timeout=5).json()
         [active] = health["data"]["activeTargets"]
         assert active["health"] == "up", active
+        # The Grafana dashboard in docs/: each query is PromQL this Prometheus accepts, over
+        # families Gaia exposes.
+        exposed = {f.name for f in text_string_to_metric_families(
+            scrape(gaia_server, metrics_key))}
+        dashboard = json.loads((ROOT / "docs" / "grafana" / "gaia-dashboard.json").read_text())
+        exprs = [t["expr"] for panel in dashboard["panels"] for t in panel["targets"]]
+        assert len(exprs) >= 15
+        for expr in exprs:
+            answer = httpx.get(f"http://127.0.0.1:{port}/api/v1/query", timeout=5, params={
+                "query": expr.replace("$__rate_interval", "1m")}).json()
+            assert answer["status"] == "success", (expr, answer)
+            names = {n.removesuffix("_bucket") for n in re.findall(r"gaia_[a-z_]+", expr)}
+            assert names <= exposed | {n + "_total" for n in exposed}, (expr, names - exposed)
     finally:
         prom.send_signal(signal.SIGTERM)
         try:

@@ -56,6 +56,10 @@ TOOL_CALLS = Counter(
 TOOL_SECONDS = Histogram(
     "gaia_tool_call_duration_seconds", "Time a server-side tool call took (approval included).",
     ["agent", "tool"], buckets=LATENCY_BUCKETS)
+BENCHMARK_CASES = Counter(
+    "gaia_benchmark_cases", "Benchmark questions and replay cases recorded, by run kind and "
+    "status (counted by the process that ran them: a Celery worker's own port).",
+    ["kind", "status"])
 TURNS_IN_FLIGHT = Gauge(
     "gaia_turns_in_flight", "Turns running now.", ["agent"], multiprocess_mode="livesum")
 FEED_SUBSCRIBERS = Gauge(

@@ -26,6 +26,7 @@ from django.db.models import F, Value
 from django.db.models.functions import Coalesce, Concat, Now
 from django.utils import timezone
 
+from agents.infra import metrics
 from agents.infra.background import background_dispatch
 from agents.kernel.exceptions import Conflict, InvalidRequest
 from agents.models import ApiKey
@@ -294,6 +295,7 @@ def benchmark_result_record(*, claim: Claim, fields: dict[str, Any]) -> Benchmar
             counted["heartbeat_at"] = Now()
         BenchmarkRun.objects.filter(pk=run_id).update(**counted)
         realtime.send_event_on_commit(lambda: events.question_finished(result))
+    metrics.BENCHMARK_CASES.labels(claim.run.kind, result.status).inc()
     return result
 
 

@@ -213,3 +213,19 @@ def test_two_runs_on_two_workers_at_once(suite: Any, workers: Any, http: httpx.C
     assert runs[0]["worker"] != runs[1]["worker"]
     for i in ids:
         assert wait_run(http, i, ("succeeded",))["progress"]["questions_done"] == 3
+
+
+def test_a_worker_serves_its_own_metrics(suite: Any, workers: Any, http: httpx.Client) -> None:
+    """A Celery worker with ``GAIA_METRICS_PORT`` serves Prometheus' text on that port: the
+    cases it ran are counted there (the web process never saw them)."""
+    from tests.conftest import free_port
+    from tests.test_metrics import value
+
+    port = free_port()
+    workers("metrics", GAIA_METRICS_PORT=str(port))
+    r = http.post("/runs", json={"indexes": [8, 12]})
+    assert r.status_code == 201, r.text
+    run = wait_run(http, r.json()["id"], ("succeeded", "failed"))
+    assert run["status"] == "succeeded", run
+    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+    assert value(text, "gaia_benchmark_cases_total", kind=run["kind"]) == 2
