@@ -21,7 +21,7 @@ from django.views import View
 from django.views.decorators.csrf import csrf_exempt
 
 from agents import selectors, services, turns
-from agents.http.authentication import raw_api_key
+from agents.http.authentication import note, raw_api_key
 from agents.infra.database import run_db
 from agents.kernel import llm
 from agents.kernel.exceptions import (
@@ -173,6 +173,8 @@ async def parse_and_authorize(request: HttpRequest) -> tuple[dict[str, Any], Any
     except GaiaError as exc:
         body_error = exc
     model = data.get("model")
+    if isinstance(model, str):  # the request's log line names what the client asked for
+        note(request, model="".join(model[:200].split()) or None)
     key, target = await turns.authorize(raw_key=raw_api_key(request),
                                         model=model if isinstance(model, str) else None)
     if body_error is not None:

@@ -91,7 +91,7 @@ class ApiEdgeMiddleware:
         if logged:
             if response.streaming:
                 response._resource_closers.append(
-                    lambda: access_line(request, response.status_code, started))
+                    lambda: access_line(request, response.status_code, started, streamed=True))
             else:
                 access_line(request, response.status_code, started)
         return response
@@ -107,10 +107,15 @@ def _key_prefix(request: HttpRequest) -> str | None:
     return found.group(0) if found else None
 
 
-def access_line(request: HttpRequest, status: int, started: float) -> None:
+def access_line(request: HttpRequest, status: int, started: float, *,
+                streamed: bool = False) -> None:
     """One line per /v1 and /api request: method, path, status, key prefix, agent, thread,
-    how the thread was found, TTFT, tokens, duration. Plain ``key=value`` text, or JSON fields
-    with ``GAIA_LOG_FORMAT=json``. Never raises."""
+    how the thread was found, TTFT, tokens, duration; whether it streamed, the model the
+    client asked for (``auto``, ``team/...``) beside the agent that answered, how its turn
+    finished, and for a turn that failed its error's kind and the status the client
+    effectively got (a stream that failed mid-reply was sent as a 200). Plain ``key=value``
+    text, or JSON fields with ``GAIA_LOG_FORMAT=json``. Never raises. The same request is
+    counted in the Prometheus metrics, under its effective status."""
     try:
         facts: dict[str, Any] = dict(getattr(request, "gaia_facts", None) or {})
         turn = getattr(request, "gaia_turn", None)
@@ -129,13 +134,19 @@ def access_line(request: HttpRequest, status: int, started: float) -> None:
             "input_tokens": facts.get("input_tokens"),
             "output_tokens": facts.get("output_tokens"),
             "duration_ms": round((time.perf_counter() - started) * 1000, 1),
+            "streamed": streamed,
+            "model": facts.get("model"),
+            "finish": facts.get("finish_reason"),
+            "error_kind": facts.get("error_kind"),
+            "effective_status": facts.get("effective_status") or status,
         }
         match = getattr(request, "resolver_match", None)
         metrics.request_done(
             match.route if match is not None else "unmatched",
-            (facts.get("agent") or "") if turn is not None else "", status,
+            (facts.get("agent") or "") if turn is not None else "", fields["effective_status"],
             fields["duration_ms"] / 1000, getattr(turn, "upstream_seconds", None))
-        text = " ".join(f"{k}={'-' if v is None else v}" for k, v in list(fields.items())[3:])
+        text = " ".join(f"{k}={'-' if v is None else str(v).lower() if isinstance(v, bool) else v}"
+                        for k, v in list(fields.items())[3:])
         access_log.info("%s %s %s %s", fields["method"], fields["path"], status, text,
                         extra=fields)
     except Exception:  # a log line must never fail a request

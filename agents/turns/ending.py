@@ -65,6 +65,10 @@ class TurnEnding:
         self.parent: TurnEnding | None = None  # the turn that delegated this one to its agent
         self.children: set[TurnEnding] = set()  # the turns this one delegated, while they run
         self.admitted: Any = None  # a client turn's place in this process (turns.admission)
+        # How it failed, for the request's log line: the error's kind and the status it is
+        # (the client of a stream that failed mid-reply got a 200 and the error in-band).
+        self.error_kind: str | None = None
+        self.error_status: int | None = None
 
     if TYPE_CHECKING:  # the runtime's Turn has them
         def _set_waiting(self, waiting: bool) -> None: ...
@@ -158,6 +162,8 @@ class TurnEnding:
             return
         self.closed = True
         self._set_waiting(False)
+        if error is not None:
+            self.error_kind, self.error_status = error_facts(error)
         try:
             await self._stop_pump()
             await self._record(error)
@@ -214,6 +220,16 @@ class TurnEnding:
                 failed.text = ""
                 await run_db(services.thread_turn_finish, start=self.start, result=failed,
                              dialect=self.spec.dialect)
+
+
+def error_facts(exc: BaseException) -> tuple[str, int]:
+    """What a turn's error was, for logs and metrics: its kind and HTTP status (499, as
+    nginx says, for a client that went away)."""
+    if isinstance(exc, GaiaError):
+        return exc.kind, exc.status
+    if isinstance(exc, asyncio.CancelledError):
+        return "client_disconnected", 499
+    return "internal", 500
 
 
 def as_gaia_error(exc: BaseException) -> GaiaError:

@@ -267,6 +267,9 @@ class Turn(TurnEnding):
             "ttft_ms": result.ttft_ms,
             "input_tokens": result.input_tokens if self.closed else None,
             "output_tokens": result.output_tokens if self.closed else None,
+            "finish_reason": result.finish_reason if self.closed else None,
+            "error_kind": self.error_kind,
+            "effective_status": self.error_status,
         }
 
     def reply_headers(self) -> dict[str, str]:

@@ -275,6 +275,42 @@ def test_access_lines_in_json(gaia_server_factory, echo_agent, keys):
                                                                         None)
 
 
+def test_a_stream_that_fails_mid_reply_says_so_in_its_line_and_metrics(
+        gaia_server, make_agent, make_key, keys):
+    """A stream whose provider fails after two tokens was sent as a 200 with the error
+    in-band: its access line says it streamed, the model asked for, how the turn finished,
+    the error's kind and the status the client effectively got (502); Prometheus counts it
+    under that status."""
+    from tests.test_metrics import scrape, value
+
+    make_agent(slug="flaky", provider__options={
+        "reply": "one two three four", "fail": "after", "fail_after": 2})
+    metrics_key = make_key("prom", scopes=["metrics"])[1]
+    route = "v1/chat/completions"
+    before = value(scrape(gaia_server, metrics_key), "gaia_requests_total", route=route,
+                   agent="flaky", status="502")
+    body = {"model": "flaky", "stream": True, "messages": [{"role": "user", "content": "go"}]}
+    with httpx.stream("POST", f"{gaia_server.v1}/chat/completions", json=body, timeout=30,
+                      headers={"Authorization": f"Bearer {keys['chat']}"}) as r:
+        assert r.status_code == 200
+        thread_id = r.headers["x-gaia-thread-id"]
+        sent = r.read().decode()
+    assert '"error"' in sent  # told in-band
+    line = wait_for(lambda: next((x for x in access_lines(gaia_server.log())
+                                  if f"thread_id={thread_id}" in x), None),
+                    what="the failed stream's access line")
+    assert "POST /v1/chat/completions 200" in line
+    assert re.search(r"streamed=true model=flaky finish=error error_kind=upstream "
+                     r"effective_status=502", line), line
+    after = value(scrape(gaia_server, metrics_key), "gaia_requests_total", route=route,
+                  agent="flaky", status="502")
+    assert after == before + 1
+    assert ops_get(gaia_server, keys["operator"], "agents").status_code == 200
+    plain = wait_for(lambda: next((x for x in access_lines(gaia_server.log())
+                                   if "GET /api/v1/agents 200" in x), None), what="an API line")
+    assert "streamed=false model=- finish=- error_kind=- effective_status=200" in plain
+
+
 @pytest.mark.parametrize("page", ["docs", "redoc"])
 def test_docs_load_only_our_static_files(gaia_server, page):
     html = httpx.get(f"{gaia_server.url}/api/{page}").text
