@@ -19,7 +19,7 @@ from django.conf import settings
 from django.core.exceptions import DisallowedHost
 from django.http import HttpRequest, HttpResponse
 
-from agents.infra import metrics
+from agents.infra import metrics, tracing
 from agents.kernel.exceptions import InvalidRequest
 from openai_api.errors import error_response
 
@@ -86,7 +86,11 @@ class ApiEdgeMiddleware:
                 log.debug("raw request\n%s", describe_request(request))
             except Exception:  # logging must never fail a request
                 log.debug("raw request (unreadable body) %s %s", request.method, request.path)
-        response = await self.get_response(request)
+        if tracing.ENABLED:  # a client's traceparent is the parent of its turn's span
+            with tracing.attached(tracing.extract(request.headers)):
+                response = await self.get_response(request)
+        else:
+            response = await self.get_response(request)
         response.headers.setdefault("X-Content-Type-Options", "nosniff")
         if logged:
             if response.streaming:
@@ -140,6 +144,9 @@ def access_line(request: HttpRequest, status: int, started: float, *,
             "error_kind": facts.get("error_kind"),
             "effective_status": facts.get("effective_status") or status,
         }
+        if tracing.ENABLED:
+            ids = tracing.span_ids(getattr(turn, "span", None))
+            fields["trace_id"], fields["span_id"] = ids or (None, None)
         match = getattr(request, "resolver_match", None)
         metrics.request_done(
             match.route if match is not None else "unmatched",

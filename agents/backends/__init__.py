@@ -18,11 +18,12 @@ from typing import TYPE_CHECKING, Any
 
 from agents.backends.completion import completion_as_chat
 from agents.backends.upstream import Redactor
-from agents.infra import metrics
+from agents.infra import metrics, tracing
 from agents.kernel.exceptions import BackendError, BackendOverloaded, GaiaError
 from agents.kernel.llm import (
     Backend,
     Event,
+    Finish,
     LLMRequest,
     ReasoningDelta,
     TextDelta,
@@ -334,8 +335,16 @@ async def fallback_stream(
                 model=provider.default_model or request.model)
             stream = backend_stream(provider, attempt, on_sent=on_sent)
             started = False
+            span = tracing.chat_span(provider, attempt.model, attempt) if tracing.ENABLED else None
+            usage: Usage | None = None
+            finish, failure = "", None
             try:
                 async for event in stream:
+                    if span is not None:
+                        if isinstance(event, Usage):
+                            usage = event
+                        elif isinstance(event, Finish):
+                            finish = str(event.reason)
                     if not started:
                         started = True
                         if on_answer is not None:
@@ -343,6 +352,7 @@ async def fallback_stream(
                     yield event
                 return
             except BackendError as exc:
+                failure = exc
                 metrics.upstream_error(provider.name, exc.kind)
                 if started or i == len(providers) - 1 or not can_fall_back(exc):
                     raise
@@ -350,6 +360,8 @@ async def fallback_stream(
                     on_fallback(provider, providers[i + 1], exc)
             finally:
                 await _aclose(stream)
+                if span is not None:
+                    span.end(usage=usage, model=attempt.model, finish=finish, error=failure)
     finally:
         if on_done is not None:
             on_done(time.perf_counter() - t0)

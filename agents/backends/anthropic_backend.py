@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from agents.backends import provider_headers, provider_settings
 from agents.backends.upstream import load_sdk, map_sdk_error, upstream_error_text
+from agents.infra import tracing
 from agents.kernel.exceptions import BackendError, BackendRateLimited
 from agents.kernel.llm import (
     Event,
@@ -241,6 +242,10 @@ class AnthropicBackend:
     async def stream(self, request: LLMRequest, *,
                      on_sent: Callable[[], None] | None = None) -> AsyncIterator[Event]:
         params = self.params(request)
+        if tracing.ENABLED:  # the upstream request carries its chat span's traceparent
+            carrier: dict[str, str] = {}
+            tracing.inject_headers(carrier)
+            params["extra_headers"] = {**(params.get("extra_headers") or {}), **carrier}
         await load_sdk("anthropic")
         try:
             upstream = await self.client().messages.create(**params)

@@ -44,6 +44,7 @@ import aiohttp
 from agents.backends import provider_headers, provider_settings
 from agents.backends.completion import completion_of, completion_params, sampling_params
 from agents.backends.upstream import error_message, status_error, transport_error
+from agents.infra import tracing
 from agents.kernel.exceptions import BackendError
 from agents.kernel.llm import (
     Event,
@@ -164,6 +165,8 @@ class OpenAIBackend:
         if held is None or held[0].closed:
             trace = aiohttp.TraceConfig()
             trace.on_request_chunk_sent.append(_request_sent)
+            if tracing.ENABLED:  # the upstream request carries its chat span's traceparent
+                trace.on_request_start.append(tracing.aiohttp_request_start)
             session = aiohttp.ClientSession(
                 headers=self.headers,
                 timeout=aiohttp.ClientTimeout(total=None, sock_connect=min(self.timeout, 10.0),

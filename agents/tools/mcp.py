@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agents.backends.upstream import Redactor
+from agents.infra import tracing
 from agents.selectors.urls import UrlRefused, url_parsed
 from agents.tools.base import ToolResult, text_of
 
@@ -212,7 +213,13 @@ class McpConnection:
         try:
             client = await self._live_client()
             async with asyncio.timeout(within):
-                result = await client.call_tool(tool, arguments, read_timeout_seconds=within)
+                with tracing.mcp_span(server=self.config.name, tool=tool) as meta:
+                    if meta is None:
+                        result = await client.call_tool(tool, arguments,
+                                                        read_timeout_seconds=within)
+                    else:  # MCP carries the trace context in params._meta
+                        result = await client.call_tool(tool, arguments,
+                                                        read_timeout_seconds=within, meta=meta)
         except TimeoutError:
             return ToolResult(f"{tool}: no answer within {within:g} s", is_error=True)
         except McpError as exc:

@@ -26,7 +26,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from agents import services
-from agents.infra import metrics
+from agents.infra import metrics, tracing
 from agents.infra.database import run_db
 from agents.kernel import llm
 from agents.kernel.exceptions import GaiaError
@@ -52,6 +52,7 @@ class TurnEnding:
     start: services.TurnStart | None
     request: llm.LLMRequest | None
     reply: Reply
+    span: Any
     closed: bool
     killed: bool
     _interrupted: bool
@@ -168,11 +169,29 @@ class TurnEnding:
             await self._stop_pump()
             await self._record(error)
         finally:
+            if self.span is not None:
+                self._end_span()
             self._unregister()
             if self.parent is not None:
                 self.parent.children.discard(self)
             if self.admitted is not None:
                 self.admitted.release()
+
+    def _end_span(self) -> None:
+        try:
+            self._record_span()
+        except Exception:  # a trace must never fail a turn
+            log.warning("could not record the turn's span", exc_info=True)
+
+    def _record_span(self) -> None:
+        if self.request is not None:
+            self.span.set_attribute("gen_ai.request.model", self.request.model)
+        if self.start is not None:
+            tracing.turn_thread(self.span, self.start.thread_id)
+        failed = (self.error_kind, self.error_status or 500) if self.error_kind else None
+        messages = [{"role": m.role, "parts": [{"type": "text", "content": m.text}]}
+                    for m in self.spec.request.messages] if tracing.CAPTURE_CONTENT else None
+        tracing.turn_end(self.span, result=self.result, error=failed, input_messages=messages)
 
     def _outcome(self, error: BaseException | None, r: services.TurnResult) -> tuple[str, str]:
         reason, message = outcome(error, r, killed=self.killed, interrupted=self._interrupted)

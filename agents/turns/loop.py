@@ -32,7 +32,7 @@ from typing import Any
 from django.db import DatabaseError
 
 from agents import selectors, services
-from agents.infra import metrics
+from agents.infra import metrics, tracing
 from agents.infra.database import run_db
 from agents.kernel import llm
 from agents.kernel.exceptions import GaiaError
@@ -346,6 +346,11 @@ class AgentLoop:
             why = f": {answer.reason}" if answer.reason else ""
             result = ToolResult(f"{spec.name} was not run: the client denied it{why}.",
                                 is_error=True)
+        elif tracing.ENABLED:
+            with tracing.tool_span(name=spec.name, call_id=call.id, server=spec.server) as span:
+                result = await self._result(spec, call, queue, activity)
+                if result.is_error:
+                    tracing.tool_failed(span, result.text)
         else:
             result = await self._result(spec, call, queue, activity)
         result = result_bounded(result)

@@ -22,7 +22,7 @@ from django.conf import settings
 from agents import selectors, services
 from agents.backends import backend_for, fallback_stream
 from agents.backends.completion import COMPLETION
-from agents.infra import metrics
+from agents.infra import metrics, tracing
 from agents.infra.database import run_db
 from agents.kernel import llm
 from agents.kernel.exceptions import Conflict, TurnInterrupted, TurnKilled
@@ -75,6 +75,12 @@ class Turn(TurnEnding):
         self.backend_accepts_tools = False
         self.upstream_seconds = 0.0  # how long its provider streams were open (metrics)
         self.loop = asyncio.get_running_loop()
+        # Its invoke_agent span (tracing on): a child of the client's traceparent, or of the
+        # calling agent's tool call.
+        self.span = tracing.turn_span(agent=self.agent, thread_id=spec.thread_id,
+                                      model=spec.request.model,
+                                      provider=getattr(self.agent.provider, "kind", ""),
+                                      delegated=spec.depth > 0) if tracing.ENABLED else None
         self.ending_init()
         realtime.bind()
 
@@ -360,6 +366,9 @@ class Turn(TurnEnding):
 
         One task reads the backend for the whole turn, so that waiting for an event with a
         keepalive deadline costs a queue read, not a new task per event."""
+        # The turn's span is current for the backend's work (its chat and tool spans'
+        # parent); with tracing off, nothing is attached.
+        token = tracing.attach(self.span) if self.span is not None else None
         try:
             async with contextlib.aclosing(stream):
                 async for event in stream:
@@ -368,6 +377,9 @@ class Turn(TurnEnding):
             self._events.put_nowait(_Failed(exc))
         else:
             self._events.put_nowait(_END)
+        finally:
+            if token is not None:
+                tracing.detach(token)
 
     async def _next(self, wait: float) -> Any:
         """The next event, ``None`` at the end, or ``KEEPALIVE`` after ``wait`` seconds."""

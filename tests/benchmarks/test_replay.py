@@ -19,6 +19,7 @@ from agents.kernel import llm
 from agents.models import Thread
 from benchmarks.models import BenchmarkResult, BenchmarkRun, RunPart
 from tests.benchmarks.processes import Worker, start_worker
+from tests.test_tracing import receiver  # noqa: F401 - a fixture
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 API = "/api/v1/benchmarks"
@@ -247,8 +248,8 @@ def workers(gaia_server: Any) -> Iterator[Any]:
     app.control.purge()
     started: list[Worker] = []
 
-    def start(name: str) -> Worker:
-        worker = start_worker(gaia_server.log_path.parent, name, settings.REDIS_URL)
+    def start(name: str, **env: str) -> Worker:
+        worker = start_worker(gaia_server.log_path.parent, name, settings.REDIS_URL, **env)
         started.append(worker)
         return worker
 
@@ -274,3 +275,24 @@ def test_two_celery_workers_share_a_replay(gaia_server: Any, workers: Any,
     pids = {w.split(":")[-1] for _, w in parts}
     assert pids == {str(a.process.pid), str(b.process.pid)}  # each worker took a part
     assert BenchmarkRun.objects.get(pk=run["id"]).questions_done == 40
+
+
+def test_a_workers_replay_cases_are_traced(gaia_server: Any, workers: Any,
+                                           bench_key: tuple[Any, str], stored: list[str],
+                                           receiver: Any) -> None:  # noqa: F811
+    """A Celery worker with ``OTEL_EXPORTER_OTLP_ENDPOINT`` traces the turns its replay cases
+    make: their ``invoke_agent`` spans reach the receiver from the worker's service."""
+    received, port = receiver
+    workers("traced", OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{port}",
+            OTEL_BSP_SCHEDULE_DELAY="100", OTEL_SERVICE_NAME="gaia-worker")
+    with client(gaia_server, bench_key[1]) as http:
+        suite = http.post("/suites", json={"name": "traced",
+                                           "from_threads": {"agent": "support"}}).json()
+        run = http.post("/runs", json={"suite": suite["id"], "agents": ["parrot"]}).json()
+        done = wait(http, run["id"], ("succeeded", "failed"))
+        assert done["status"] == "succeeded", done
+    spans = received.wait(lambda: [s for s in received.spans if s["service"] == "gaia-worker"
+                                   and s["name"] == "invoke_agent parrot"], "a case's span")
+    assert all(s["attrs"]["gen_ai.agent.name"] == "parrot" for s in spans)
+    assert any(s["name"].startswith("chat ") for s in received.spans
+               if s["service"] == "gaia-worker")

@@ -229,3 +229,4 @@ def test_a_worker_serves_its_own_metrics(suite: Any, workers: Any, http: httpx.C
     assert run["status"] == "succeeded", run
     text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
     assert value(text, "gaia_benchmark_cases_total", kind=run["kind"]) == 2
+
