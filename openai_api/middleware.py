@@ -86,9 +86,16 @@ class ApiEdgeMiddleware:
                 log.debug("raw request\n%s", describe_request(request))
             except Exception:  # logging must never fail a request
                 log.debug("raw request (unreadable body) %s %s", request.method, request.path)
-        if tracing.ENABLED:  # a client's traceparent is the parent of its turn's span
-            with tracing.attached(tracing.extract(request.headers)):
+        if tracing.ENABLED and logged:
+            # The request's span, current while the view runs (its turn's parent); a client's
+            # traceparent is its parent. Ended with the access line, after a stream's end.
+            span = request.gaia_span = tracing.request_span(request.method, path,
+                                                            request.headers)
+            token = tracing.attach(span)
+            try:
                 response = await self.get_response(request)
+            finally:
+                tracing.detach(token)
         else:
             response = await self.get_response(request)
         response.headers.setdefault("X-Content-Type-Options", "nosniff")
@@ -144,10 +151,12 @@ def access_line(request: HttpRequest, status: int, started: float, *,
             "error_kind": facts.get("error_kind"),
             "effective_status": facts.get("effective_status") or status,
         }
-        if tracing.ENABLED:
-            ids = tracing.span_ids(getattr(turn, "span", None))
-            fields["trace_id"], fields["span_id"] = ids or (None, None)
         match = getattr(request, "resolver_match", None)
+        span = getattr(request, "gaia_span", None)
+        if span is not None:
+            fields["trace_id"], fields["span_id"] = tracing.span_ids(span)
+            tracing.request_end(span, match.route if match is not None else None,
+                                fields["effective_status"], fields["error_kind"])
         metrics.request_done(
             match.route if match is not None else "unmatched",
             (facts.get("agent") or "") if turn is not None else "", fields["effective_status"],

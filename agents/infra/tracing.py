@@ -8,14 +8,15 @@ here returns after one test of :data:`ENABLED`, and the SDK is never imported.
 
 The span tree of a turn::
 
-    invoke_agent <agent>          SERVER for a client's turn, INTERNAL for a delegated one
+    POST /v1/chat/completions     SERVER, the request (its access line names it)
+    invoke_agent <agent>          INTERNAL
       chat <model>                CLIENT, one per upstream call (its traceparent goes upstream)
       execute_tool <tool>         INTERNAL, one per server-side tool call
         tools/call <tool>         CLIENT, an MCP server's tool (traceparent in params._meta)
         invoke_agent <agent>      a delegation: the called agent's turn
 
-A client's W3C ``traceparent`` (``openai_api.middleware``) is the parent of its turn's span; a
-malformed one is ignored, as the W3C propagator does. Message content is recorded only with
+A client's W3C ``traceparent`` (``openai_api.middleware``) is the parent of its request's span;
+a malformed one is ignored, as the W3C propagator does. Message content is recorded only with
 ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``.
 
 Configured once per process, on first use, and again after a fork (a Celery pool's children:
@@ -35,7 +36,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 ENABLED = bool(os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
-               or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
+               or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")) and (
+    os.environ.get("OTEL_SDK_DISABLED", "").lower() != "true")
 CAPTURE_CONTENT = os.environ.get(
     "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "").lower() == "true"
 SCOPE = "gaia"
@@ -171,6 +173,30 @@ def span_ids(span: Any) -> tuple[str, str] | None:
     return format(span_context.trace_id, "032x"), format(span_context.span_id, "016x")
 
 
+def request_span(method: str, path: str, headers: Any) -> Any:
+    """The HTTP server span of a request to ``/v1`` or ``/api`` (its name gets the route
+    when the view is known), a child of the client's ``traceparent`` if it sent one."""
+    tracer = _ready()
+    from opentelemetry.trace import SpanKind
+
+    return tracer.start_span(method, context=extract(headers), kind=SpanKind.SERVER,
+                             attributes={"http.request.method": method, "url.path": path})
+
+
+def request_end(span: Any, route: str | None, status: int, error_kind: str | None) -> None:
+    """Name, status and outcome on a request's span; ends it. Never raises."""
+    try:
+        if route:
+            span.update_name(f"{span.name} /{route}")
+            span.set_attribute("http.route", "/" + route)
+        span.set_attribute("http.response.status_code", status)
+        if status >= 500 or error_kind:
+            _failed(span, error_kind or str(status), f"status {status}")
+        span.end()
+    except Exception:
+        log.warning("could not record a request's span", exc_info=True)
+
+
 def turn_span(*, agent: Any, thread_id: str | None, model: str, provider: str,
               delegated: bool, parent: Any = None) -> Any:
     """The ``invoke_agent`` span of a turn, started (not current); ``None`` when off.
@@ -180,9 +206,10 @@ def turn_span(*, agent: Any, thread_id: str | None, model: str, provider: str,
     tracer = _ready()
     from opentelemetry.trace import SpanKind
 
+    # Internal: the agent runs in this process, under its request's server span (or, for a
+    # benchmark case, at the root of a trace of its own).
     return tracer.start_span(
-        f"invoke_agent {agent.slug}", context=parent,
-        kind=SpanKind.INTERNAL if delegated else SpanKind.SERVER,
+        f"invoke_agent {agent.slug}", context=parent, kind=SpanKind.INTERNAL,
         attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": agent.slug,
                     "gen_ai.agent.id": str(agent.pk), "gen_ai.request.model": model,
                     "gen_ai.provider.name": provider_name(provider),
