@@ -13,6 +13,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -106,20 +107,22 @@ def test_allowed_addresses_are_compared_parsed(listed: list[str], address: str |
         assert address_allowed(address) is allowed
 
 
-def start_workers(tmp: Path, workers: int) -> GaiaServer:
+def start_workers(tmp: Path, workers: int, *, how: str = "cli") -> GaiaServer:
     """``gaia api start --workers N`` in the foreground (it execs uvicorn), as an operator
-    runs it."""
+    runs it; or (``how="uvicorn"``) a bare ``uvicorn --workers N``."""
     port = free_port()
     log_path = tmp / f"gaia-{port}.log"
     env = {**os.environ, "DATABASE_URL": live_database_url(), "GAIA_DATA_DIR": str(tmp),
            "GAIA_EMBEDDED_WORKER": "0", "GAIA_BENCH_REAP_SECONDS": "3600",
            "PYTHONUNBUFFERED": "1"}
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    cmd = [sys.executable, "-m", "gaia_site.cli", "api", "start", "--host", "127.0.0.1",
+           "--port", str(port), "--workers", str(workers)]
+    if how == "uvicorn":
+        cmd = [sys.executable, "-m", "uvicorn", "gaia_site.asgi:application", "--host",
+               "127.0.0.1", "--port", str(port), "--workers", str(workers)]
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "gaia_site.cli", "api", "start", "--host", "127.0.0.1",
-             "--port", str(port), "--workers", str(workers)],
-            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     server = GaiaServer(f"http://127.0.0.1:{port}", proc, log_path)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -134,11 +137,19 @@ def start_workers(tmp: Path, workers: int) -> GaiaServer:
     raise RuntimeError(f"Gaia did not start:\n{server.log()}")
 
 
-@pytest.fixture
-def two_workers(tmp_path: Path) -> Any:
-    server = start_workers(tmp_path, 2)
-    yield server, tmp_path / "metrics" / server.url.rsplit(":", 1)[1]
+@pytest.fixture(params=["cli", "uvicorn"])
+def two_workers(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    """Two workers, as ``gaia api start --workers 2`` runs them or as a bare ``uvicorn
+    --workers 2`` does (its workers find their shared directory by their parent), and that
+    directory."""
+    server = start_workers(tmp_path, 2, how=request.param)
+    directory = tmp_path / "metrics" / server.url.rsplit(":", 1)[1]
+    if request.param == "uvicorn":
+        directory = Path(tempfile.gettempdir()) / f"gaia-metrics-uvicorn-{server.process.pid}"
+    yield server, directory
     server.stop()
+    if request.param == "uvicorn":
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def test_counters_are_the_requests_made_across_two_workers(

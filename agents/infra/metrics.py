@@ -2,7 +2,8 @@
 few calls the request edge, the turn runtime and the tool loop make to count.
 
 One machine, one ``/metrics``: with ``PROMETHEUS_MULTIPROC_DIR`` set (``gaia api start`` sets it
-for its ``--workers``, a directory per port emptied at start) every process writes its values to
+for its ``--workers``, a directory per port emptied at start; a bare ``uvicorn --workers N``'s
+workers find theirs by their parent's pid) every process writes its values to
 memory-mapped files there and the scrape adds them up (prometheus-client's multiprocess mode);
 without it (one process: ``./run``, a bare ``uvicorn``) the values live in this process. The
 choice is prometheus-client's and is made when it is first imported, so the variable must be
@@ -18,10 +19,36 @@ makes about ten of them. ``scripts/perf/metrics.py`` measures it.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
+import tempfile
 from pathlib import Path
 
-from prometheus_client import Counter, Gauge, Histogram
+
+def _uvicorn_workers_dir() -> str | None:
+    """A directory the workers of a bare ``uvicorn --workers N`` share: they are children of
+    one uvicorn process, which imports nothing of Gaia's and so cannot set the variable
+    itself. ``None`` in any other process."""
+    parent = multiprocessing.parent_process()
+    if parent is None or parent.pid is None:
+        return None
+    try:
+        cmdline = Path(f"/proc/{parent.pid}/cmdline").read_bytes()
+    except OSError:
+        return None
+    if b"uvicorn" not in cmdline:
+        return None
+    path = Path(tempfile.gettempdir()) / f"gaia-metrics-uvicorn-{parent.pid}"
+    path.mkdir(mode=0o700, exist_ok=True)
+    return str(path)
+
+
+if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    _shared = _uvicorn_workers_dir()
+    if _shared is not None:
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = _shared
+
+from prometheus_client import Counter, Gauge, Histogram  # noqa: E402 - after the variable
 
 MULTIPROCESS = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
 
