@@ -87,15 +87,10 @@ class ApiEdgeMiddleware:
             except Exception:  # logging must never fail a request
                 log.debug("raw request (unreadable body) %s %s", request.method, request.path)
         if tracing.ENABLED and logged:
-            # The request's span, current while the view runs (its turn's parent); a client's
-            # traceparent is its parent. Ended with the access line, after a stream's end.
-            span = request.gaia_span = tracing.request_span(request.method, path,
-                                                            request.headers)
-            token = tracing.attach(span)
-            try:
+            # A client's traceparent is current while the view runs: its turn's parent.
+            parent = request.gaia_trace_parent = tracing.extract(request.headers)
+            with tracing.attached(parent):
                 response = await self.get_response(request)
-            finally:
-                tracing.detach(token)
         else:
             response = await self.get_response(request)
         response.headers.setdefault("X-Content-Type-Options", "nosniff")
@@ -152,11 +147,14 @@ def access_line(request: HttpRequest, status: int, started: float, *,
             "effective_status": facts.get("effective_status") or status,
         }
         match = getattr(request, "resolver_match", None)
-        span = getattr(request, "gaia_span", None)
-        if span is not None:
-            fields["trace_id"], fields["span_id"] = tracing.span_ids(span)
-            tracing.request_end(span, match.route if match is not None else None,
-                                fields["effective_status"], fields["error_kind"])
+        if tracing.ENABLED and hasattr(request, "gaia_trace_parent"):
+            # The turn's span, or (no turn) one for the request, recorded now.
+            ids = tracing.span_ids(getattr(turn, "span", None)) or tracing.request_span_ids(
+                method=request.method, route=match.route if match is not None else None,
+                path=request.path, status=fields["effective_status"],
+                error_kind=fields["error_kind"], seconds=fields["duration_ms"] / 1000,
+                parent=request.gaia_trace_parent)
+            fields["trace_id"], fields["span_id"] = ids or (None, None)
         metrics.request_done(
             match.route if match is not None else "unmatched",
             (facts.get("agent") or "") if turn is not None else "", fields["effective_status"],

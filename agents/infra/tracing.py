@@ -8,15 +8,15 @@ here returns after one test of :data:`ENABLED`, and the SDK is never imported.
 
 The span tree of a turn::
 
-    POST /v1/chat/completions     SERVER, the request (its access line names it)
-    invoke_agent <agent>          INTERNAL
+    invoke_agent <agent>          SERVER (the root; INTERNAL when delegated)
       chat <model>                CLIENT, one per upstream call (its traceparent goes upstream)
       execute_tool <tool>         INTERNAL, one per server-side tool call
         tools/call <tool>         CLIENT, an MCP server's tool (traceparent in params._meta)
         invoke_agent <agent>      a delegation: the called agent's turn
 
-A client's W3C ``traceparent`` (``openai_api.middleware``) is the parent of its request's span;
-a malformed one is ignored, as the W3C propagator does. Message content is recorded only with
+A client's W3C ``traceparent`` (``openai_api.middleware``) is the parent of its turn's span; a
+malformed one is ignored, as the W3C propagator does. A request that runs no turn gets a server
+span of its own, so that every access line names one. Message content is recorded only with
 ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``.
 
 Configured once per process, on first use, and again after a fork (a Celery pool's children:
@@ -173,28 +173,29 @@ def span_ids(span: Any) -> tuple[str, str] | None:
     return format(span_context.trace_id, "032x"), format(span_context.span_id, "016x")
 
 
-def request_span(method: str, path: str, headers: Any) -> Any:
-    """The HTTP server span of a request to ``/v1`` or ``/api`` (its name gets the route
-    when the view is known), a child of the client's ``traceparent`` if it sent one."""
-    tracer = _ready()
-    from opentelemetry.trace import SpanKind
-
-    return tracer.start_span(method, context=extract(headers), kind=SpanKind.SERVER,
-                             attributes={"http.request.method": method, "url.path": path})
-
-
-def request_end(span: Any, route: str | None, status: int, error_kind: str | None) -> None:
-    """Name, status and outcome on a request's span; ends it. Never raises."""
+def request_span_ids(*, method: str, route: str | None, path: str, status: int,
+                     error_kind: str | None, seconds: float, parent: Any) -> tuple[str, str] | None:
+    """A server span for a request that ran no turn (an operator API call, a refused one),
+    recorded as it ends, over the time it took, under the client's ``traceparent`` if it
+    sent one: its access line then names a span too. Its ids; never raises."""
     try:
-        if route:
-            span.update_name(f"{span.name} /{route}")
-            span.set_attribute("http.route", "/" + route)
-        span.set_attribute("http.response.status_code", status)
+        tracer = _ready()
+        from opentelemetry.trace import SpanKind
+
+        end = time.time_ns()
+        span = tracer.start_span(
+            f"{method} /{route}" if route else method, context=parent, kind=SpanKind.SERVER,
+            start_time=end - int(seconds * 1e9),
+            attributes={"http.request.method": method, "url.path": path,
+                        "http.response.status_code": status,
+                        **({"http.route": "/" + route} if route else {})})
         if status >= 500 or error_kind:
             _failed(span, error_kind or str(status), f"status {status}")
-        span.end()
+        span.end(end_time=end)
+        return span_ids(span)
     except Exception:
         log.warning("could not record a request's span", exc_info=True)
+        return None
 
 
 def turn_span(*, agent: Any, thread_id: str | None, model: str, provider: str,
@@ -206,10 +207,11 @@ def turn_span(*, agent: Any, thread_id: str | None, model: str, provider: str,
     tracer = _ready()
     from opentelemetry.trace import SpanKind
 
-    # Internal: the agent runs in this process, under its request's server span (or, for a
-    # benchmark case, at the root of a trace of its own).
+    # The root of Gaia's part of a trace (under a client's traceparent): the server's work
+    # for its request; a delegated turn runs inside its caller, internal.
     return tracer.start_span(
-        f"invoke_agent {agent.slug}", context=parent, kind=SpanKind.INTERNAL,
+        f"invoke_agent {agent.slug}", context=parent,
+        kind=SpanKind.INTERNAL if delegated else SpanKind.SERVER,
         attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": agent.slug,
                     "gen_ai.agent.id": str(agent.pk), "gen_ai.request.model": model,
                     "gen_ai.provider.name": provider_name(provider),

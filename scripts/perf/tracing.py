@@ -3,12 +3,12 @@
 turn; off, nothing measurable).
 
 Runs, in a fresh interpreter each, exactly the tracing calls one turn makes
-(``agents.infra.tracing``: the request's server span, the ``invoke_agent`` span made current
-for the turn's work, one ``chat`` span with its usage and GenAI metrics, an ``execute_tool``
-span for the tool scenario, the ends), with tracing off and with it on. On, the spans and metrics go
-over OTLP/HTTP to a receiver in this process that reads and drops them, and the CPU counted is
-the whole worker process's, the exporter's batching and encoding thread included, after a
-final flush.
+(``agents.infra.tracing``: the ``invoke_agent`` span made current for the turn's work, one
+``chat`` span with its usage and GenAI metrics, an ``execute_tool`` span for the tool
+scenario, the ends), with tracing off and with it on. On, the spans and metrics go over
+OTLP/HTTP to a receiver in this process that reads and drops them, and the CPU counted is the
+whole worker process's, the exporter's batching and encoding thread included, after a final
+flush.
 
   .venv/bin/python -m scripts.perf.tracing [--turns 5000]
 """
@@ -36,15 +36,6 @@ def measure(turns: int) -> None:
     usage = Usage(120, 32)
 
     def one_turn(tool: bool) -> None:
-        request_span = tracing.request_span(
-            "POST", "/v1/chat/completions", {}) if tracing.ENABLED else None
-        token = tracing.attach(request_span) if request_span is not None else None
-        one_turns_spans(tool)
-        if request_span is not None:
-            tracing.detach(token)
-            tracing.request_end(request_span, "v1/chat/completions", 200, None)
-
-    def one_turns_spans(tool: bool) -> None:
         span = tracing.turn_span(agent=agent, thread_id=None, model="m", provider="openai",
                                  delegated=False) if tracing.ENABLED else None
         with tracing.attached(tracing.span_context(span)):
