@@ -54,7 +54,7 @@ _providers: tuple[Any, Any] | None = None
 def _setup() -> None:
     """The SDK's providers with OTLP/HTTP exporters, in this process (once; again after a
     fork)."""
-    global _pid, _tracer, _token_usage, _duration
+    global _pid, _tracer, _token_usage, _duration, _providers
     with _lock:
         if _pid == os.getpid():
             return
@@ -74,7 +74,6 @@ def _setup() -> None:
         # Kept here, not made global (set_tracer_provider refuses a second call, and a forked
         # child needs its own, whose exporter thread it does not inherit): propagation needs
         # only the context, which the API keeps.
-        global _providers
         _providers = (tracer_provider, meter_provider)
         _tracer = tracer_provider.get_tracer(SCOPE)
         meter = meter_provider.get_meter(SCOPE)
@@ -138,27 +137,6 @@ def detach(token: Any) -> None:
     context.detach(token)
 
 
-def current_ids() -> tuple[str, str] | None:
-    """The current trace and span ids, as hex (for log lines), or ``None``."""
-    if not ENABLED:
-        return None
-    from opentelemetry import trace
-
-    span_context = trace.get_current_span().get_span_context()
-    if not span_context.is_valid:
-        return None
-    return format(span_context.trace_id, "032x"), format(span_context.span_id, "016x")
-
-
-def span_context(span: Any) -> Any:
-    """A context whose current span is ``span`` (``None`` for no span)."""
-    if span is None:
-        return None
-    from opentelemetry import trace
-
-    return trace.set_span_in_context(span)
-
-
 def flush() -> None:
     """Export what is buffered now (tests; a process about to end)."""
     if _providers is not None and _pid == os.getpid():
@@ -198,10 +176,10 @@ def request_span_ids(*, method: str, route: str | None, path: str, status: int,
         return None
 
 
-def turn_span(*, agent: Any, thread_id: str | None, model: str, provider: str,
-              delegated: bool, parent: Any = None) -> Any:
-    """The ``invoke_agent`` span of a turn, started (not current); ``None`` when off.
-    ``parent``: a client's extracted context; else the current one (a delegation's caller)."""
+def turn_span(*, agent: Any, model: str, provider: str, delegated: bool) -> Any:
+    """The ``invoke_agent`` span of a turn, started (not current); ``None`` when off. Its
+    parent is the current context: a client's traceparent (attached by the request edge) or,
+    for a delegation, the caller's tool call."""
     if not ENABLED:
         return None
     tracer = _ready()
@@ -210,7 +188,7 @@ def turn_span(*, agent: Any, thread_id: str | None, model: str, provider: str,
     # The root of Gaia's part of a trace (under a client's traceparent): the server's work
     # for its request; a delegated turn runs inside its caller, internal.
     return tracer.start_span(
-        f"invoke_agent {agent.slug}", context=parent,
+        f"invoke_agent {agent.slug}",
         kind=SpanKind.INTERNAL if delegated else SpanKind.SERVER,
         attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": agent.slug,
                     "gen_ai.agent.id": str(agent.pk), "gen_ai.request.model": model,

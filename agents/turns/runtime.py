@@ -77,8 +77,7 @@ class Turn(TurnEnding):
         self.loop = asyncio.get_running_loop()
         # Its invoke_agent span (tracing on): a child of the client's traceparent, or of the
         # calling agent's tool call.
-        self.span = tracing.turn_span(agent=self.agent, thread_id=spec.thread_id,
-                                      model=spec.request.model,
+        self.span = tracing.turn_span(agent=self.agent, model=spec.request.model,
                                       provider=getattr(self.agent.provider, "kind", ""),
                                       delegated=spec.depth > 0) if tracing.ENABLED else None
         self.ending_init()

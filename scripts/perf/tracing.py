@@ -36,16 +36,17 @@ def measure(turns: int) -> None:
     usage = Usage(120, 32)
 
     def one_turn(tool: bool) -> None:
-        span = tracing.turn_span(agent=agent, thread_id=None, model="m", provider="openai",
+        span = tracing.turn_span(agent=agent, model="m", provider="openai",
                                  delegated=False) if tracing.ENABLED else None
-        with tracing.attached(tracing.span_context(span)):
-            chat = tracing.chat_span(provider, "m", request) if tracing.ENABLED else None
-            if chat is not None:
-                chat.end(usage=usage, model="m", finish="stop")
-            if tool:
-                with tracing.tool_span(name="calculator", call_id="call_1", server="gaia"):
-                    pass
+        token = tracing.attach(span) if span is not None else None  # as Turn._pump does
+        chat = tracing.chat_span(provider, "m", request) if tracing.ENABLED else None
+        if chat is not None:
+            chat.end(usage=usage, model="m", finish="stop")
+        if tool:
+            with tracing.tool_span(name="calculator", call_id="call_1", server="gaia"):
+                pass
         if span is not None:
+            tracing.detach(token)
             tracing.turn_thread(span, "00000000-0000-0000-0000-000000000000")
             tracing.turn_end(span, result=SimpleNamespace(
                 input_tokens=120, output_tokens=32, finish_reason="stop", response_id="r",
