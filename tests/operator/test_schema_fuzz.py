@@ -34,7 +34,7 @@ import schemathesis
 # recursion limit) failed with 'AST constructor recursion depth mismatch' (gh-106905).
 import schemathesis.specs.openapi.schemas  # noqa: E402, F401
 from drf_spectacular.generators import SchemaGenerator
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 from schemathesis import GenerationMode
 from schemathesis.specs.openapi.checks import positive_data_acceptance
@@ -197,6 +197,10 @@ def test_operation_survives_fuzzing(method: str, path: str, live_schema: Any,
             if response.status_code >= 400:
                 assert_error_envelope(response)
 
+        if real and method == "GET":
+            # the aimed read itself, bare, once for sure: a drawn one may carry a drawn
+            # ``cursor`` each time (refused with a 400), so eight draws missed it once in CI
+            fuzz = example(case=operation.Case(path_parameters=real))(fuzz)
         fuzz()
     print(f"{method} {path}: {len(statuses)} requests, statuses {sorted(set(statuses))}")
     assert statuses
