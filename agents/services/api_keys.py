@@ -271,7 +271,7 @@ def api_key_throttle(*, key: ApiKey) -> None:
 
 def request_authorize(
     *, raw_key: str | None, anonymous_allowed: bool, agent_slug: str | None,
-    version: str | None | object = ..., cached_only: bool = False,
+    version: str | None | object = ..., cached_only: bool = False, throttle: bool = True,
 ) -> tuple[ApiKey | None, Agent | None]:
     """Authenticate, throttle and resolve the agent in one database round of the caller.
 
@@ -280,7 +280,8 @@ def request_authorize(
     request if anything is not in memory, and the caller runs it again on a database thread.
 
     Order of checks is the client-visible contract: 401, 429, then 404 (unknown model) and
-    403 (model not allowed for this key).
+    403 (model not allowed for this key). ``throttle=False``: the request was counted already
+    (an MCP ``tools/call`` is authorized at its HTTP edge, then for the agent it names).
     """
     if cached_only:
         cache = selectors.access_cache_current(version)  # type: ignore[arg-type]
@@ -301,7 +302,7 @@ def request_authorize(
         if cached_only and agent_slug not in cache.agents:
             raise NeedsDatabase(agent_slug)
         agent = selectors.agent_cached(cache=cache, slug=agent_slug)
-    if key is not None:
+    if key is not None and throttle:
         if cached_only and key.requests_per_minute and not _throttle_is_local():
             raise NeedsDatabase("rate limit")
         api_key_throttle(key=key)

@@ -32,7 +32,7 @@ from agents.turns.spec import TurnLike, TurnSpec
 from agents.turns.teams import TeamTurn
 
 
-async def authorize(*, raw_key: str | None, model: str | None = None
+async def authorize(*, raw_key: str | None, model: str | None = None, throttle: bool = True
                     ) -> tuple[ApiKey | None, Agent | str | None]:
     """``(key, target)`` for a request with the API key ``raw_key`` naming ``model``: the agent,
     or the virtual model's id (``auto``, ``team/<slug>``: resolved by :func:`turn_open`, which
@@ -42,10 +42,13 @@ async def authorize(*, raw_key: str | None, model: str | None = None
     403 (not allowed for this key), 503 (paused). On the event loop when what it needs is in
     memory and the configuration stamp says it is current (the usual case), else on a
     database thread; the stamp is read on every request, so a revoked key is refused at once.
+    ``throttle=False``: the request was counted at its edge already (an MCP ``tools/call``,
+    authorized again for the agent it names).
     """
     virtual = model is not None and catalogue.is_virtual(model)
     args: dict[str, Any] = {"raw_key": raw_key, "agent_slug": None if virtual else model,
-                            "anonymous_allowed": settings.GAIA_ALLOW_ANONYMOUS}
+                            "anonymous_allowed": settings.GAIA_ALLOW_ANONYMOUS,
+                            "throttle": throttle}
     try:
         version = await selectors.config_version_nowait()
     except ReadNotAvailable:
