@@ -33,6 +33,7 @@ from django.urls import get_resolver, set_script_prefix  # noqa: E402
 from agents.http.middleware import feed_auth_stack, origin_checked  # noqa: E402
 from gaia_site.lifespan import Lifespan  # noqa: E402
 from gaia_site.routing import websocket_urlpatterns  # noqa: E402
+from mcp_api.server import mcp_application  # noqa: E402
 from openai_api.asgi import BodyLimit  # noqa: E402
 
 
@@ -132,6 +133,8 @@ async def http_application(scope, receive, send):  # type: ignore[no-untyped-def
     if path.startswith("/v1/") or path in ("/v1", "/health", "/metrics") or (
             path == "/" and scope["method"] in ("HEAD", "OPTIONS")):  # clients' probes
         await api_asgi_app(scope, receive, send)
+    elif path == "/mcp":
+        await mcp_application(scope, receive, send)
     else:
         await site_asgi_app(scope, receive, send)
 

@@ -39,6 +39,49 @@ def rest(server: Any, key: str, method: str, path: str, body: Any = None) -> htt
                          headers={"Authorization": f"Bearer {key}"})
 
 
+MCP_HEADERS = {"Accept": "application/json, text/event-stream"}
+
+
+def mcp_raw(server: Any, key: str | None, **headers: str) -> httpx.Response:
+    """``/mcp``'s HTTP answer to a ``tools/list`` (refusals come before the protocol)."""
+    auth = {"Authorization": f"Bearer {key}"} if key else {}
+    return httpx.post(f"{server.url}/mcp", timeout=30, headers={**MCP_HEADERS, **auth, **headers},
+                      json={"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}})
+
+
+def mcp(server: Any, key: str, work: Any) -> Any:
+    """``work(client)`` with the official MCP client, connected with ``key``."""
+    import asyncio
+
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    async def run() -> Any:
+        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"},
+                                      timeout=60) as http, \
+                Client(streamable_http_client(f"{server.url}/mcp", http_client=http)) as client:
+            return await work(client)
+
+    return asyncio.run(run())
+
+
+def mcp_tools(server: Any, key: str) -> set[str]:
+    async def names(client: Any) -> set[str]:
+        return {t.name for t in (await client.list_tools()).tools}
+
+    return mcp(server, key, names)
+
+
+def mcp_call(server: Any, key: str, agent: str = "echo", **arguments: str) -> Any:
+    """The result of asking ``agent`` over MCP: ``(is_error, text)``."""
+    async def call(client: Any) -> Any:
+        result = await client.call_tool(f"ask_{agent}", {"message": "hi", **arguments})
+        return result.is_error, "".join(c.text for c in result.content)
+
+    return mcp(server, key, call)
+
+
 def ws_url(server: Any) -> str:
     return server.url.replace("http://", "ws://") + "/ws"
 
@@ -99,6 +142,9 @@ def test_no_credentials_is_refused_on_every_channel(gaia_server: Any, agents: An
     page = httpx.get(f"{gaia_server.url}/threads/", timeout=30)
     assert page.status_code == 302
     assert page.headers["location"].startswith("/login/")
+    r = mcp_raw(gaia_server, None)
+    assert (r.status_code, r.headers["www-authenticate"]) == (401, "Bearer")
+    assert r.json()["error"]["message"].startswith("You didn't provide an API key")
 
 
 @pytest.mark.parametrize("how", ["revoked", "expired"])
@@ -119,6 +165,9 @@ def test_a_revoked_or_expired_key_is_refused_on_every_channel(
     code, reason = ws_refusal(gaia_server, {"Authorization": f"Bearer {secret}"})
     assert code == 4001
     assert how in reason
+    r = mcp_raw(gaia_server, secret)
+    assert (r.status_code, r.headers["www-authenticate"]) == (401, "Bearer")
+    assert how in r.json()["error"]["message"]
 
 
 @pytest.mark.parametrize("how", ["revoked", "expired"])
@@ -149,8 +198,12 @@ def test_each_channel_needs_its_scope(gaia_server: Any, agents: Any, make_key: A
     assert (r.status_code, r.json()["code"]) == (403, "insufficient_scope")
     assert r.json()["detail"] == "This API key does not have the 'operator' scope."
     assert ws_refusal(gaia_server, {"Authorization": f"Bearer {chat}"})[0] == 4003
+    r = mcp_raw(gaia_server, ops)
+    assert r.status_code == 403
+    assert r.json()["error"]["message"] == "This API key does not have the 'chat' scope."
     assert v1(gaia_server, chat).status_code == 200
     assert rest(gaia_server, ops, "GET", "/threads").status_code == 200
+    assert mcp_tools(gaia_server, chat) == {"ask_echo", "ask_other"}
 
 
 def test_a_session_must_be_staff_on_every_channel(gaia_server: Any, agents: Any) -> None:
@@ -176,6 +229,7 @@ def test_a_session_must_be_staff_on_every_channel(gaia_server: Any, agents: Any)
     cookie = {"Cookie": f"sessionid={boss.cookies['sessionid']}"}
     with connect(ws_url(gaia_server), additional_headers=cookie, open_timeout=10) as sock:
         assert json.loads(sock.recv(timeout=10))["event"] == "connected"
+    assert mcp_raw(gaia_server, None, **cookie).status_code == 401  # MCP takes keys only
     # a session of a user who is no longer staff is refused by each
     users.objects.filter(username="boss").update(is_staff=False)
     assert boss.get("/threads/").status_code == 302
@@ -192,6 +246,9 @@ def test_a_key_limited_to_some_agents_acts_only_for_them_on_every_channel(
     thread_id = make_thread(agents["echo"], "hello")
     r = v1(gaia_server, narrow, "echo")
     assert (r.status_code, r.json()["error"]["param"]) == (403, "model")
+    assert mcp_tools(gaia_server, narrow) == {"ask_other"}
+    assert mcp_call(gaia_server, narrow, "echo") == (
+        True, "Unknown tool 'ask_echo': tools/list names the agents this key may ask.")
     refusals = [
         (("POST", "/inject", {"to": "echo", "payload": "x"}),
          {"cmd": "inject", "to": "echo", "payload": "x"}),
@@ -210,6 +267,7 @@ def test_a_key_limited_to_some_agents_acts_only_for_them_on_every_channel(
     assert not Agent.objects.get(slug="echo").paused
     # the agent it may use: every channel lets it act
     assert v1(gaia_server, narrow, "other").status_code == 200
+    assert mcp_call(gaia_server, narrow, "other")[0] is False
     assert rest(gaia_server, narrow, "POST", "/agents/other/pause").status_code == 200
     assert ws_command(gaia_server, narrow, {"cmd": "resume", "agent": "other"})["event"] == "ack"
 
@@ -294,6 +352,8 @@ def test_a_disabled_agent_is_refused_on_every_channel(gaia_server: Any, agents: 
     services.config_changed()
     r = v1(gaia_server, key)
     assert (r.status_code, r.json()["error"]["code"]) == (404, "model_not_found")
+    assert "ask_echo" not in mcp_tools(gaia_server, key)
+    assert mcp_call(gaia_server, key)[0] is True
     r = rest(gaia_server, key, "POST", "/inject", {"to": "echo", "payload": "x"})
     assert (r.status_code, r.json()["code"]) == (400, "agent_disabled")
     answer = ws_command(gaia_server, key, {"cmd": "inject", "to": "echo", "payload": "x"})
@@ -307,6 +367,8 @@ def test_a_paused_agent_is_refused_on_every_channel(gaia_server: Any, agents: An
     assert r.status_code == 200
     r = v1(gaia_server, key)
     assert (r.status_code, r.headers["retry-after"]) == (503, "30")
+    assert mcp_call(gaia_server, key) == (
+        True, "The model 'echo' is paused by an operator; try again later.")
     r = rest(gaia_server, key, "POST", "/inject", {"to": "echo", "payload": "x"})
     assert (r.status_code, r.json()["code"]) == (503, "agent_paused")
     answer = ws_command(gaia_server, key, {"cmd": "inject", "to": "echo", "payload": "x"})
@@ -315,8 +377,10 @@ def test_a_paused_agent_is_refused_on_every_channel(gaia_server: Any, agents: An
 
 def test_a_thread_is_continued_only_by_its_own_agent_on_every_channel(
         gaia_server: Any, agents: Any, make_key: Any, make_thread: Any) -> None:
-    _, key = make_key("k", scopes=[OPERATOR])
+    _, key = make_key("k", scopes=[OPERATOR, CHAT])
     thread_id = make_thread(agents["echo"], "hello")
+    refused, said = mcp_call(gaia_server, key, "other", thread_id=thread_id)
+    assert (refused, said) == (True, f"No thread '{thread_id}' for this API key.")
     body = {"to": "other", "payload": "x", "thread_id": thread_id}
     r = rest(gaia_server, key, "POST", "/inject", body)
     assert (r.status_code, r.json()["code"]) == (400, "thread_agent_mismatch")
@@ -329,14 +393,17 @@ def test_a_thread_is_continued_only_by_its_own_agent_on_every_channel(
 
 def test_a_keys_rate_limit_counts_on_every_channel(gaia_server: Any, agents: Any,
                                                    make_key: Any) -> None:
-    _, key = make_key("slow", scopes=[CHAT, OPERATOR], requests_per_minute=3)
-    within_one_rate_window(15)  # all five requests in one window
+    _, key = make_key("slow", scopes=[CHAT, OPERATOR], requests_per_minute=4)
+    within_one_rate_window(15)  # all seven requests in one window
     assert v1(gaia_server, key).status_code == 200
     assert rest(gaia_server, key, "GET", "/agents").status_code == 200
+    assert mcp_raw(gaia_server, key).status_code == 200
     answer = ws_command(gaia_server, key, {"cmd": "pause", "agent": "echo"})
-    assert answer["event"] == "ack"  # the third request of the minute
+    assert answer["event"] == "ack"  # the fourth request of the minute
     answer = ws_command(gaia_server, key, {"cmd": "resume", "agent": "echo"})
     assert (answer["event"], answer["status"], answer["code"]) == (
         "error", 429, "rate_limit_exceeded")
     assert rest(gaia_server, key, "GET", "/agents").status_code == 429
     assert v1(gaia_server, key).status_code == 429
+    r = mcp_raw(gaia_server, key)
+    assert (r.status_code, "retry-after" in r.headers) == (429, True)
