@@ -30,13 +30,14 @@ import uuid
 from typing import Any
 
 import mcp_types as types
+from mcp.server.caching import CacheHint
 from mcp.server.lowlevel.server import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
 from agents import turns
 from agents.http.authentication import raw_api_key
 from agents.kernel import llm
-from agents.kernel.exceptions import GaiaError
+from agents.kernel.exceptions import AgentNotFound, GaiaError
 from agents.models import Agent
 
 TOOL_PREFIX = "ask_"
@@ -82,6 +83,26 @@ async def _agents(raw_key: str | None) -> list[Agent]:
     return [m for m in await turns.model_list(api_key=key) if isinstance(m, Agent)]
 
 
+async def _agent_of(raw_key: str | None, name: str) -> tuple[Any, Agent | None]:
+    """``(key, agent)`` for the tool ``name``, checked as ``/v1`` checks a model (allowed,
+    paused: raised). The slug the name spells is tried first, from the per-process cache (a
+    listing per call was a fifth of an MCP turn's server CPU, py-spy); a slug the name had to
+    change (``team/writer`` is ``ask_team_writer``) is looked up among the key's agents."""
+    if name.startswith(TOOL_PREFIX):
+        try:
+            key, found = await turns.authorize(raw_key=raw_key, model=name[len(TOOL_PREFIX):],
+                                               throttle=False)
+        except AgentNotFound:
+            pass
+        else:
+            if isinstance(found, Agent):  # not auto or a team: the tools are agents
+                return key, found
+    slug = next((a.slug for a in await _agents(raw_key) if tool_name(a.slug) == name), None)
+    if slug is None:
+        return None, None
+    return await turns.authorize(raw_key=raw_key, model=slug, throttle=False)
+
+
 async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
     tools, seen = [], set()
     for agent in await _agents(_raw_key(ctx)):
@@ -110,12 +131,11 @@ async def call_tool(ctx: Any, params: Any) -> types.CallToolResult:
     if thread_id is not None and not isinstance(thread_id, str):
         return _error("'thread_id' must be a string.")
     try:
-        slug = next((a.slug for a in await _agents(raw) if tool_name(a.slug) == params.name),
-                    None)
-        if slug is None:
+        key, agent = await _agent_of(raw, params.name)
+        if agent is None:
             return _error(f"Unknown tool '{params.name}': tools/list names the agents this "
                           "key may ask.")
-        key, agent = await turns.authorize(raw_key=raw, model=slug, throttle=False)
+        slug = agent.slug
         request = llm.LLMRequest(model=slug, system="", messages=[
             llm.Message(role="user", parts=(llm.TextPart(message),))])
         turn = await turns.turn_open(target=agent, api_key=key, request=request,
@@ -165,8 +185,17 @@ async def _collect_telling(ctx: Any, turn: Any, token: str | int) -> Any:
     return turn.result
 
 
+# A client may keep the tool list this long (private: per key); an agent added or allowed to
+# the key shows up within the minute.
+TOOLS_TTL_MS = 60_000
+
 server: Server[Any] = Server("gaia", version="1", on_list_tools=list_tools,
                              on_call_tool=call_tool,
+                             cache_hints={"tools/list": CacheHint(ttl_ms=TOOLS_TTL_MS)},
+                             # every tool takes the same arguments: without this the SDK
+                             # listed the tools to find a called tool's schema (13 % of an
+                             # MCP turn's server CPU, py-spy, scripts/perf/interop)
+                             get_tool_input_schema=lambda name: INPUT_SCHEMA,
                              instructions="Each tool asks one Gaia agent; pass the thread_id "
                                           "a call returned to continue its conversation.")
 

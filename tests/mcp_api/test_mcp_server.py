@@ -49,8 +49,13 @@ def test_a_client_lists_the_agents_its_key_may_ask(gaia_server: Any, make_agent:
     assert helper_tool.description == "Answers questions about Gaia."
     assert helper_tool.input_schema["required"] == ["message"]
     assert set(helper_tool.input_schema["properties"]) == {"message", "thread_id"}
-    assert other.slug == "team.writer/v2"
     assert set(session(gaia_server, narrow, names)) == {"ask_helper"}
+
+    async def ask_writer(client: Any) -> Any:  # a name that had to change still finds it
+        return await client.call_tool("ask_team.writer_v2", {"message": "Hi"})
+
+    called = session(gaia_server, everyone, ask_writer)
+    assert (called.is_error, called.structured_content["agent"]) == (False, other.slug)
 
 
 def test_a_call_is_a_turn_and_a_thread_continues(gaia_server: Any, make_agent: Any,

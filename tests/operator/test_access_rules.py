@@ -248,7 +248,7 @@ def test_a_key_limited_to_some_agents_acts_only_for_them_on_every_channel(
     assert (r.status_code, r.json()["error"]["param"]) == (403, "model")
     assert mcp_tools(gaia_server, narrow) == {"ask_other"}
     assert mcp_call(gaia_server, narrow, "echo") == (
-        True, "Unknown tool 'ask_echo': tools/list names the agents this key may ask.")
+        True, "This API key may not use the model 'echo'.")  # /v1's words
     refusals = [
         (("POST", "/inject", {"to": "echo", "payload": "x"}),
          {"cmd": "inject", "to": "echo", "payload": "x"}),
