@@ -2,7 +2,7 @@
 ``var/clients/`` (ignored by git) and cached there between runs.
 
 * npm: Codex CLI, Claude Code, opencode, Qwen Code, Kilo Code CLI, pi, the JavaScript OpenAI
-  Agents SDK and the MCP reference server ``server-everything`` into
+  Agents SDK, the MCP reference server ``server-everything`` and the MCP Inspector into
   ``var/clients/node_modules`` (the clients' native binaries come inside the registry
   packages).
 * PyPI: each client with its own pinned dependency tree in its own virtualenv
@@ -34,7 +34,9 @@ NPM = {"codex": "@openai/codex@0.169.0", "claude": "@anthropic-ai/claude-code@2.
        # Kilo Code CLI (7.7.7: the registry has no 7.8.1 native packages), pi, and the
        # JavaScript OpenAI Agents SDK (a library: its key is its package name)
        "kilo": "@kilocode/cli@7.7.7", "pi": "@mariozechner/pi-coding-agent@0.73.1",
-       "@openai/agents": "@openai/agents@0.20.0"}
+       "@openai/agents": "@openai/agents@0.20.0",
+       # the MCP Inspector, whose CLI lists and calls Gaia's agents over /mcp
+       "mcp-inspector": "@modelcontextprotocol/inspector@2.12.0"}
 VENVS = {
     "aider": ["aider-chat==0.86.2"],
     "sdk": ["openai-agents==0.24.0", "langchain-openai==1.7.3", "langchain-anthropic==1.7.7"],
