@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import re
 import time
 import uuid
@@ -36,6 +37,7 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
 from agents import turns
 from agents.http.authentication import raw_api_key
+from agents.infra import metrics
 from agents.kernel import llm
 from agents.kernel.exceptions import AgentNotFound, GaiaError
 from agents.models import Agent
@@ -44,6 +46,8 @@ TOOL_PREFIX = "ask_"
 _OUTSIDE_NAME = re.compile(r"[^A-Za-z0-9_.-]")
 PROGRESS_SECONDS = 1.0
 _KEY_SCOPE = "gaia.raw_key"  # where mcp_application leaves the request's key for the handlers
+_KEY_PREFIX = re.compile(r"gaia_[0-9a-f]{8}(?=_)")  # a key's visible part (never the secret)
+access_log = logging.getLogger("gaia.access")
 
 INPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -250,12 +254,29 @@ class _Headers:
 
 
 async def mcp_application(scope: dict[str, Any], receive: Any, send: Any) -> None:
-    """ASGI for ``/mcp``: the key checked (401 before any protocol work), then the SDK."""
+    """ASGI for ``/mcp``: the key checked (401 before any protocol work), then the SDK. Each
+    request is counted in ``gaia_requests_total{route="mcp"}`` and logged on ``gaia.access``
+    (its turns are counted where every turn is, as it ends)."""
+    started, status = time.perf_counter(), [0]
+
+    async def counted_send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            status[0] = message["status"]
+        await send(message)
+
     raw = raw_api_key(_Headers(scope))
     try:
-        await turns.authorize(raw_key=raw)
-    except GaiaError as exc:
-        await _refuse(send, exc)
-        return
-    manager = await _manager.get()
-    await manager.handle_request({**scope, _KEY_SCOPE: raw}, receive, send)
+        try:
+            await turns.authorize(raw_key=raw)
+        except GaiaError as exc:
+            await _refuse(counted_send, exc)
+            return
+        manager = await _manager.get()
+        await manager.handle_request({**scope, _KEY_SCOPE: raw}, receive, counted_send)
+    finally:
+        seconds = time.perf_counter() - started
+        metrics.request_done("mcp", "", status[0], seconds, None)
+        prefix = _KEY_PREFIX.match(raw or "")
+        access_log.info("%s %s %s key_prefix=%s duration_ms=%.1f", scope.get("method"),
+                        scope.get("path"), status[0], prefix.group(0) if prefix else "-",
+                        seconds * 1000)

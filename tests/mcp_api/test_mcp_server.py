@@ -222,3 +222,67 @@ def test_bad_input_gets_json_rpc_errors_and_changes_nothing(gaia_server: Any, ap
     r = post(b'{"a": "' + b"x" * settings.GAIA_MAX_BODY_BYTES + b'"}')
     assert (r.status_code, r.json()["error"]["code"]) == (413, -32600)
     assert not Thread.objects.exists()
+
+
+def test_a_tool_that_needs_approval_waits_for_an_operator_inside_the_call(
+        gaia_server: Any, make_agent: Any, make_key: Any, api_key: str) -> None:
+    """The agent's own tool needs an operator's approval: the MCP call waits (the thread
+    ``waiting``, the approval listed), and resumes with the tool's result once approved."""
+    import threading
+    import time
+
+    from agents.models import Thread
+
+    make_agent(slug="careful", tools=["calculator"], require_approval="always",
+               approval_timeout_seconds=120, provider__options={"script": [
+                   {"tool_calls": [{"name": "calculator",
+                                    "arguments": {"expression": "6 * 7"}}]},
+                   {"reply": "Results: {results}"}]})
+    _, secret = make_key("night-shift", scopes=["operator"])
+    operator = {"Authorization": f"Bearer {secret}"}
+    out: dict[str, Any] = {}
+
+    def call() -> None:
+        async def ask(client: Any) -> Any:
+            return await client.call_tool("ask_careful", {"message": "Six times seven?"})
+
+        out["result"] = session(gaia_server, api_key, ask)
+
+    worker = threading.Thread(target=call, daemon=True)
+    worker.start()
+    deadline, approval = time.monotonic() + 60, None
+    while approval is None and time.monotonic() < deadline:
+        listed = httpx.get(f"{gaia_server.url}/api/v1/approvals", headers=operator, timeout=10)
+        approval = (listed.json()["results"] or [None])[0]
+        time.sleep(0.05)
+    assert approval is not None, "no approval was requested"
+    assert (approval["agent"], approval["tool"]) == ("careful", "calculator")
+    assert Thread.objects.get(pk=approval["thread_id"]).status == "waiting"
+    assert "result" not in out  # the call is still waiting
+    decided = httpx.post(f"{gaia_server.url}/api/v1/approvals/{approval['id']}",
+                         headers=operator, json={"decision": "approve"}, timeout=10)
+    assert decided.status_code == 200, decided.text
+    worker.join(60)
+    result = out["result"]
+    assert (result.is_error, text(result)) == (False, "Results: 42")
+    assert result.structured_content["thread_id"] == approval["thread_id"]
+
+
+def test_mcp_requests_are_counted_and_logged(gaia_server: Any, make_agent: Any, make_key: Any,
+                                             api_key: str) -> None:
+    make_agent(slug="counted", provider__options={"reply": "One."})
+    _, reader = make_key("prometheus", scopes=["metrics"])
+
+    def mcp_requests(status: str) -> float:
+        text = httpx.get(f"{gaia_server.url}/metrics", timeout=10,
+                         headers={"Authorization": f"Bearer {reader}"}).text
+        return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                   if line.startswith("gaia_requests_total{")
+                   and 'route="mcp"' in line and f'status="{status}"' in line)
+
+    ok_before, refused_before = mcp_requests("200"), mcp_requests("401")
+    session(gaia_server, api_key, lambda c: c.call_tool("ask_counted", {"message": "Hi"}))
+    assert httpx.post(f"{gaia_server.url}/mcp", json={}, timeout=10).status_code == 401
+    assert mcp_requests("200") > ok_before
+    assert mcp_requests("401") == refused_before + 1
+    assert "POST /mcp 401 key_prefix=-" in gaia_server.log()
