@@ -36,7 +36,7 @@ from mcp.server.lowlevel.server import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
 from agents import turns
-from agents.http.authentication import raw_api_key
+from agents.http.authentication import key_prefix, raw_api_key
 from agents.infra import metrics
 from agents.kernel import llm
 from agents.kernel.exceptions import AgentNotFound, GaiaError
@@ -46,7 +46,6 @@ TOOL_PREFIX = "ask_"
 _OUTSIDE_NAME = re.compile(r"[^A-Za-z0-9_.-]")
 PROGRESS_SECONDS = 1.0
 _KEY_SCOPE = "gaia.raw_key"  # where mcp_application leaves the request's key for the handlers
-_KEY_PREFIX = re.compile(r"gaia_[0-9a-f]{8}(?=_)")  # a key's visible part (never the secret)
 access_log = logging.getLogger("gaia.access")
 
 INPUT_SCHEMA: dict[str, Any] = {
@@ -276,7 +275,5 @@ async def mcp_application(scope: dict[str, Any], receive: Any, send: Any) -> Non
     finally:
         seconds = time.perf_counter() - started
         metrics.request_done("mcp", "", status[0], seconds, None)
-        prefix = _KEY_PREFIX.match(raw or "")
         access_log.info("%s %s %s key_prefix=%s duration_ms=%.1f", scope.get("method"),
-                        scope.get("path"), status[0], prefix.group(0) if prefix else "-",
-                        seconds * 1000)
+                        scope.get("path"), status[0], key_prefix(raw) or "-", seconds * 1000)

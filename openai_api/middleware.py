@@ -19,6 +19,7 @@ from django.conf import settings
 from django.core.exceptions import DisallowedHost
 from django.http import HttpRequest, HttpResponse
 
+from agents.http.authentication import key_prefix, raw_api_key
 from agents.infra import metrics, tracing
 from agents.kernel.exceptions import InvalidRequest
 from openai_api.errors import error_response
@@ -27,7 +28,6 @@ log = logging.getLogger("gaia.requests")
 access_log = logging.getLogger("gaia.access")
 
 SECRET_HEADERS = {"authorization", "x-api-key", "cookie", "proxy-authorization"}
-_KEY_PREFIX = re.compile(r"gaia_[0-9a-f]{8}(?=_)")
 _KEY = re.compile(r"(gaia_[0-9a-f]{8})_[A-Za-z0-9_-]+|(sk-[A-Za-z0-9]{4})[A-Za-z0-9_-]+")
 
 
@@ -104,13 +104,8 @@ class ApiEdgeMiddleware:
 
 
 def _key_prefix(request: HttpRequest) -> str | None:
-    """The visible prefix of the request's Gaia key (never the secret); read from the header,
-    so it costs no query."""
-    auth = request.headers.get("authorization", "")
-    raw = auth[7:].strip() if auth[:7].lower() == "bearer " else request.headers.get(
-        "x-api-key", "")
-    found = _KEY_PREFIX.match(raw)
-    return found.group(0) if found else None
+    """The visible prefix of the request's Gaia key, read from its header (no query)."""
+    return key_prefix(raw_api_key(request))
 
 
 def access_line(request: HttpRequest, status: int, started: float, *,

@@ -9,6 +9,7 @@ the API's exception handler.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from django.contrib.auth.models import AnonymousUser
@@ -26,6 +27,15 @@ def raw_api_key(request: Any) -> str | None:
     if auth[:7].lower() == "bearer ":
         return auth[7:].strip() or None
     return request.headers.get("x-api-key") or None
+
+
+_KEY_PREFIX = re.compile(r"gaia_[0-9a-f]{8}(?=_)")
+
+
+def key_prefix(raw: str | None) -> str | None:
+    """The visible prefix of a Gaia key (never its secret), for logs: no query."""
+    found = _KEY_PREFIX.match(raw or "")
+    return found.group(0) if found else None
 
 
 def note(request: Any, **facts: Any) -> None:
