@@ -19,6 +19,7 @@ from django.utils.translation import gettext as _
 from agents import selectors, services, turns
 from agents.http.paging import SeekPaginator
 from agents.models import (
+    A2aAgent,
     Agent,
     AgentFallback,
     ApiKey,
@@ -456,6 +457,13 @@ class McpServerAdmin(admin.ModelAdmin):
     list_display = ["name", "transport", "command", "url", "require_approval", "enabled"]
     list_filter = ["enabled"]
     search_fields = ["name", "command", "url"]
+
+
+@admin.register(A2aAgent)
+class A2aAgentAdmin(admin.ModelAdmin):
+    list_display = ["name", "url", "require_approval", "timeout_seconds", "enabled"]
+    list_filter = ["enabled"]
+    search_fields = ["name", "url"]
 
 
 @admin.register(Memory)

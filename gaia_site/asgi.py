@@ -30,6 +30,7 @@ from django.core.exceptions import RequestAborted  # noqa: E402
 from django.core.handlers.asgi import ASGIHandler, get_script_prefix  # noqa: E402
 from django.urls import get_resolver, set_script_prefix  # noqa: E402
 
+from a2a_api.server import a2a_application  # noqa: E402
 from agents.http.middleware import feed_auth_stack, origin_checked  # noqa: E402
 from gaia_site.lifespan import Lifespan  # noqa: E402
 from gaia_site.routing import websocket_urlpatterns  # noqa: E402
@@ -135,6 +136,8 @@ async def http_application(scope, receive, send):  # type: ignore[no-untyped-def
         await api_asgi_app(scope, receive, send)
     elif path == "/mcp":
         await mcp_application(scope, receive, send)
+    elif path == "/a2a" or path.startswith("/a2a/"):
+        await a2a_application(scope, receive, send)
     else:
         await site_asgi_app(scope, receive, send)
 

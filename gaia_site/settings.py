@@ -71,6 +71,7 @@ INSTALLED_APPS = [
     "channels",
     "agents",
     "openai_api",
+    "a2a_api",
     "benchmarks",
 ]
 
@@ -335,6 +336,16 @@ GAIA_FEED_BATCH_RATE = env.float("GAIA_FEED_BATCH_RATE", default=250.0)
 # boundary ("http://h:8000/mcp*": /mcp, /mcp/x, not /mcpx). Empty (the default): none. Gaia never
 # starts a process or reaches an address only because a client asked.
 GAIA_MCP_ALLOWED_URLS = env.list("GAIA_MCP_ALLOWED_URLS", default=[])
+# A2A (a2a_api): agent cards at /a2a/<slug>/.well-known/agent-card.json are read with a key
+# that may use the agent, or by anyone when this is true.
+GAIA_A2A_PUBLIC_CARDS = env.bool("GAIA_A2A_PUBLIC_CARDS", default=False)
+# The address clients reach Gaia at (https://gaia.example.com behind a proxy): agent cards name
+# it. Empty: each request's own scheme and Host header.
+GAIA_PUBLIC_URL = env.str("GAIA_PUBLIC_URL", default="").rstrip("/")
+# Remote A2A agents (a2a_agents): the URL a remote card says to call must be the URL the admin
+# declared, or one of these (parsed, exact or a path prefix ending in '*', as
+# GAIA_MCP_ALLOWED_URLS): a card cannot send the admin's credentials elsewhere.
+GAIA_A2A_ALLOWED_URLS = env.list("GAIA_A2A_ALLOWED_URLS", default=[])
 # Addresses (or networks: 10.0.0.0/8) that may read /metrics without a key; by default none,
 # and Prometheus sends a key with the 'metrics' scope (gaia_site/metrics.py).
 GAIA_METRICS_ALLOWED_IPS = env.list("GAIA_METRICS_ALLOWED_IPS", default=[])

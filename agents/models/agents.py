@@ -447,3 +447,34 @@ class McpServer(models.Model):
                 raise ValidationError({name: "A mapping of strings to strings."})
         if not approval_rule_valid(self.require_approval):
             raise ValidationError({"require_approval": APPROVAL_HELP})
+
+
+
+class A2aAgent(models.Model):
+    """A remote A2A agent agents may ask (``a2a:<name>`` in an agent's tools; the model sees
+    ``a2a__<name>``). ``url`` is its base URL (its card at ``<url>/.well-known/agent-card.json``);
+    the card's JSON-RPC interface must be that URL or one ``GAIA_A2A_ALLOWED_URLS`` lists.
+    ``headers_env``: header name -> the environment variable holding its value (a bearer key)."""
+
+    name = models.SlugField(max_length=64, unique=True,
+                            help_text="The model sees it as the tool a2a__<name>.")
+    url = models.URLField(max_length=500, help_text="The agent's base URL (where its card is).")
+    headers_env = models.JSONField(default=dict, blank=True,
+                                   help_text="Header name -> environment variable.")
+    description = models.TextField(blank=True, help_text="What the model is told it does; "
+                                   "blank: the card's description.")
+    require_approval = models.BooleanField(default=False,
+                                           help_text="An operator approves each call.")
+    timeout_seconds = models.FloatField(default=300.0, validators=[MinValueValidator(0.1)],
+                                        help_text="Per call, the remote agent's approvals "
+                                        "included.")
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name = "A2A agent"
+
+    def __str__(self) -> str:
+        return self.name

@@ -13,7 +13,13 @@ from agents.kernel.exceptions import InvalidRequest
 from agents.models import Agent, ConfigStamp, Provider, options_unmasked
 from agents.outlet import events, realtime
 from agents.services.entries import entry_fields_known, entry_name
-from agents.services.tools import agent_tools_check, mcp_servers_export, mcp_servers_import
+from agents.services.tools import (
+    a2a_agents_export,
+    a2a_agents_import,
+    agent_tools_check,
+    mcp_servers_export,
+    mcp_servers_import,
+)
 
 
 def config_changed(*, reason: str = "edited") -> None:
@@ -75,6 +81,11 @@ def agents_import(*, data: dict[str, Any], create_only: bool = False) -> ImportR
     if "mcp_servers" in data:
         for labels, got in zip((report.created, report.updated, report.unchanged),
                                mcp_servers_import(data["mcp_servers"], create_only=create_only),
+                               strict=True):
+            labels.extend(got)
+    if "a2a_agents" in data:
+        for labels, got in zip((report.created, report.updated, report.unchanged),
+                               a2a_agents_import(data["a2a_agents"], create_only=create_only),
                                strict=True):
             labels.extend(got)
     imported: list[tuple[int, Agent]] = []
@@ -360,6 +371,9 @@ def agents_export() -> dict[str, Any]:
     servers = mcp_servers_export()
     if servers:
         doc["mcp_servers"] = servers
+    remotes = a2a_agents_export()
+    if remotes:
+        doc["a2a_agents"] = remotes
     from agents.models import KnowledgeBase, RoutingPolicy, Team
 
     bases = [{"slug": kb.slug, **{k: getattr(kb, k) for k in KNOWLEDGE_BASE_FIELDS}}

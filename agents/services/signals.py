@@ -7,6 +7,7 @@ from typing import Any
 from django.db.models.signals import m2m_changed, post_delete, post_save
 
 from agents.models import (
+    A2aAgent,
     Agent,
     AgentFallback,
     ApiKey,
@@ -27,7 +28,7 @@ def _changed(sender: Any, **kwargs: Any) -> None:
 
 
 def connect() -> None:
-    for model in (Agent, AgentFallback, ApiKey, McpServer, Provider, RoutingPolicy, Team,
+    for model in (A2aAgent, Agent, AgentFallback, ApiKey, McpServer, Provider, RoutingPolicy, Team,
                   TeamMember):
         post_save.connect(_changed, sender=model, dispatch_uid=f"config-{model.__name__}-save")
         post_delete.connect(_changed, sender=model, dispatch_uid=f"config-{model.__name__}-del")

@@ -1,5 +1,6 @@
-"""Writes of what agents can do: MCP servers from a config document (``mcp_servers:``), and
-the check that an agent's ``tools`` name things that exist."""
+"""Writes of what agents can do: MCP servers and remote A2A agents from a config document
+(``mcp_servers:``, ``a2a_agents:``), and the check that an agent's ``tools`` name things that
+exist."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 
 from agents.kernel.exceptions import InvalidRequest
-from agents.models import BUILTIN_TOOLS, Agent, McpServer
+from agents.models import BUILTIN_TOOLS, A2aAgent, Agent, McpServer
 from agents.selectors.urls import UrlRefused, url_parsed
 from agents.services.entries import entry_fields_known, entry_name
 
@@ -77,6 +78,64 @@ def mcp_servers_export() -> list[dict[str, Any]]:
     return out
 
 
+A2A_FIELDS = ("url", "headers_env", "description", "require_approval", "enabled")
+
+
+def a2a_agents_import(entries: Any, *, create_only: bool) -> tuple[list[str], list[str],
+                                                                  list[str]]:
+    """Create or update remote A2A agents from ``a2a_agents:`` entries (``name``, ``url``,
+    ``headers_env``, ``description``, ``require_approval``, ``enabled``, ``timeout`` in
+    seconds); ``(created, updated, unchanged)`` labels."""
+    created: list[str] = []
+    updated: list[str] = []
+    unchanged: list[str] = []
+    if not isinstance(entries, list):
+        raise InvalidRequest("a2a_agents: a list of remote agents.")
+    for i, entry in enumerate(entries):
+        name = str(entry_name(entry, f"a2a_agents[{i}]", key="name"))
+        entry_fields_known(entry, f"a2a_agents[{i}] ({name})", ("name", "timeout", *A2A_FIELDS))
+        label = f"a2a_agent:{name}"
+        remote = A2aAgent.objects.filter(name=name).first() or A2aAgent(name=name)
+        if create_only and remote.pk is not None:
+            unchanged.append(label)
+            continue
+        values = {k: entry[k] for k in A2A_FIELDS if k in entry}
+        if "timeout" in entry:
+            values["timeout_seconds"] = entry["timeout"]
+        if "url" in values:
+            try:
+                url_parsed(str(values["url"]))
+            except UrlRefused as exc:
+                raise InvalidRequest(f"a2a_agents[{i}] ({name}): url: {exc}") from None
+        changed = [k for k, v in values.items() if getattr(remote, k) != v]
+        for k in changed:
+            setattr(remote, k, values[k])
+        if remote.pk is not None and not changed:
+            unchanged.append(label)
+            continue
+        try:
+            remote.full_clean()
+        except ValidationError as exc:
+            raise InvalidRequest(f"a2a_agents[{i}] ({name}): {exc.messages[0]}") from None
+        (updated if remote.pk is not None else created).append(label)
+        remote.save()
+    return created, updated, unchanged
+
+
+def a2a_agents_export() -> list[dict[str, Any]]:
+    """Every remote A2A agent as ``a2a_agents:`` entries (headers only name variables)."""
+    out = []
+    for remote in A2aAgent.objects.order_by("name"):
+        entry: dict[str, Any] = {"name": remote.name}
+        for k in A2A_FIELDS:
+            value = getattr(remote, k)
+            if value not in ("", [], {}, None) or k in ("enabled", "require_approval"):
+                entry[k] = value
+        entry["timeout"] = remote.timeout_seconds
+        out.append(entry)
+    return out
+
+
 def agent_tools_check(agent: Agent, *, what: str) -> None:
     """:class:`InvalidRequest` unless every one of ``agent.tools`` names a built-in, an MCP
     server or an agent that exists."""
@@ -90,6 +149,9 @@ def agent_tools_check(agent: Agent, *, what: str) -> None:
         if ref.startswith("agent:") and ref[6:] != agent.slug and Agent.objects.filter(
                 slug=ref[6:]).exists():
             continue
+        if ref.startswith("a2a:") and A2aAgent.objects.filter(name=ref[4:]).exists():
+            continue
         raise InvalidRequest(
             f"{what}: unknown tool {ref!r}: a built-in ({', '.join(BUILTIN_TOOLS)}), "
-            "'mcp:<server>' of a defined MCP server or 'agent:<slug>' of another agent.")
+            "'mcp:<server>' of a defined MCP server, 'agent:<slug>' of another agent or "
+            "'a2a:<name>' of a remote A2A agent.")

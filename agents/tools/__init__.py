@@ -4,7 +4,8 @@
 * ``mcp:<server>``: that MCP server's tools (:mod:`agents.tools.mcp`), as
   ``mcp__<server>__<tool>`` (Claude Code's convention), limited to its ``allowed_tools``;
 * ``agent:<slug>``: another agent, as ``agent__<slug>``, run by the caller's ``delegate``
-  (the turn runtime: a child turn of its own).
+  (the turn runtime: a child turn of its own);
+* ``a2a:<name>``: a remote A2A agent, as ``a2a__<name>`` (:mod:`agents.tools.a2a`).
 
 An agent whose ``memory`` is on has ``remember`` whatever its list says.
 """
@@ -19,6 +20,7 @@ from typing import Any
 from agents.infra.database import run_db
 from agents.kernel import llm
 from agents.models import Agent, McpServer
+from agents.tools.a2a import A2aConfig, a2a_ask, a2a_configs_load
 from agents.tools.base import (
     AGENTS,
     BUILTIN,
@@ -92,6 +94,8 @@ async def toolbox_for(agent: Agent, *, delegate: Delegate | None = None,
     names = tool_names(agent, memory=memory)
     servers = [n[4:] for n in names if n.startswith("mcp:")]
     configs = await _mcp_configs(agent, servers) if servers else {}
+    remotes = [n[4:] for n in names if n.startswith("a2a:")]
+    peers = await _a2a_configs(agent, remotes) if remotes else {}
     rule = getattr(agent, "require_approval", "never")
     for ref in names:
         if ref in BUILTINS:
@@ -101,6 +105,10 @@ async def toolbox_for(agent: Agent, *, delegate: Delegate | None = None,
             await _add_mcp(box, ref[4:], configs.get(ref[4:]), rule)
         elif ref.startswith("agent:") and delegate is not None:
             box.add(_agent_spec(ref[6:], delegate, rule))
+        elif ref.startswith("a2a:") and ref[4:] in peers:
+            box.add(_a2a_spec(peers[ref[4:]], rule))
+        elif ref.startswith("a2a:"):
+            box.problems.append(f"A2A agent {ref[4:]!r} does not exist or is disabled")
         else:
             box.problems.append(f"unknown tool {ref!r}")
     for name in taken & set(box.tools):
@@ -181,6 +189,33 @@ async def _add_mcp(box: Toolbox, name: str, found: tuple[McpConfig, McpServer] |
             needs_approval=(approval_needed(server.require_approval, tool.name)
                             or approval_needed(rule, visible))))
     box.listings[name] = listing
+
+
+async def _a2a_configs(agent: Agent, names: list[str]) -> dict[str, A2aConfig]:
+    """Kept on the agent object as its MCP servers' are (an edit renews the stamp)."""
+    held = getattr(agent, "a2a_configs", None)
+    if held is None or set(held) < set(names):
+        held = agent.a2a_configs = await run_db(a2a_configs_load, names=names)
+    return held
+
+
+def _a2a_spec(config: A2aConfig, rule: Any) -> ToolSpec:
+    name = f"a2a__{config.name}"
+
+    async def run(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        task = str(args.get("task") or "").strip()
+        if not task:
+            return ToolResult(f"{name}: give the task", is_error=True)
+        return await a2a_ask(config, task)
+
+    return ToolSpec(
+        name=name, description=config.description or (
+            f"Ask the remote agent '{config.name}' (over A2A) to do a task; it answers in text."),
+        parameters={"type": "object", "properties": {"task": {
+            "type": "string", "description": "What to ask, with everything it needs to know."}},
+            "required": ["task"], "additionalProperties": False},
+        server="a2a", tool=config.name, run=run, timeout=config.timeout,
+        needs_approval=config.require_approval or approval_needed(rule, name))
 
 
 def _agent_spec(slug: str, delegate: Delegate, rule: Any) -> ToolSpec:

@@ -50,6 +50,7 @@ from agents.turns.inject import (
     turn_inject,
 )
 from agents.turns.registry import (
+    background_keep,
     drain_begin,
     drain_interrupt,
     drain_wait,
@@ -74,6 +75,7 @@ __all__ = [
     "as_gaia_error",
     "completion_extra",
     "authorize",
+    "background_keep",
     "drain_begin",
     "drain_interrupt",
     "drain_wait",
