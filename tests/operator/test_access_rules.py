@@ -82,6 +82,27 @@ def mcp_call(server: Any, key: str, agent: str = "echo", **arguments: str) -> An
     return mcp(server, key, call)
 
 
+def a2a(server: Any, key: str | None, method: str = "GetTask", params: Any = None,
+        agent: str = "echo", **headers: str) -> httpx.Response:
+    """``/a2a/<agent>``'s HTTP answer to a JSON-RPC call (refusals come before the protocol)."""
+    auth = {"Authorization": f"Bearer {key}"} if key else {}
+    return httpx.post(f"{server.url}/a2a/{agent}", timeout=60,
+                      headers={"A2A-Version": "1.0", **auth, **headers},
+                      json={"jsonrpc": "2.0", "id": 1, "method": method,
+                            "params": {"id": "no-such-task"} if params is None else params})
+
+
+def a2a_send(server: Any, key: str, agent: str = "echo", **message: str) -> httpx.Response:
+    return a2a(server, key, "SendMessage", {"message": {
+        "messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "Hi"}], **message}},
+        agent=agent)
+
+
+def a2a_error(response: httpx.Response) -> tuple[int, int, str]:
+    error = response.json()["error"]
+    return response.status_code, error["code"], error["message"]
+
+
 def ws_url(server: Any) -> str:
     return server.url.replace("http://", "ws://") + "/ws"
 
@@ -145,6 +166,11 @@ def test_no_credentials_is_refused_on_every_channel(gaia_server: Any, agents: An
     r = mcp_raw(gaia_server, None)
     assert (r.status_code, r.headers["www-authenticate"]) == (401, "Bearer")
     assert r.json()["error"]["message"].startswith("You didn't provide an API key")
+    r = a2a(gaia_server, None)
+    assert (r.status_code, r.headers["www-authenticate"]) == (401, "Bearer")
+    assert r.json()["error"]["message"].startswith("You didn't provide an API key")
+    assert httpx.get(f"{gaia_server.url}/a2a/echo/.well-known/agent-card.json",
+                     timeout=30).status_code == 401
 
 
 @pytest.mark.parametrize("how", ["revoked", "expired"])
@@ -166,6 +192,9 @@ def test_a_revoked_or_expired_key_is_refused_on_every_channel(
     assert code == 4001
     assert how in reason
     r = mcp_raw(gaia_server, secret)
+    assert (r.status_code, r.headers["www-authenticate"]) == (401, "Bearer")
+    assert how in r.json()["error"]["message"]
+    r = a2a(gaia_server, secret)
     assert (r.status_code, r.headers["www-authenticate"]) == (401, "Bearer")
     assert how in r.json()["error"]["message"]
 
@@ -204,6 +233,10 @@ def test_each_channel_needs_its_scope(gaia_server: Any, agents: Any, make_key: A
     assert v1(gaia_server, chat).status_code == 200
     assert rest(gaia_server, ops, "GET", "/threads").status_code == 200
     assert mcp_tools(gaia_server, chat) == {"ask_echo", "ask_other"}
+    r = a2a(gaia_server, ops)
+    assert r.status_code == 403
+    assert r.json()["error"]["message"] == "This API key does not have the 'chat' scope."
+    assert a2a_error(a2a(gaia_server, chat))[1] == -32001  # through: no such task
 
 
 def test_a_session_must_be_staff_on_every_channel(gaia_server: Any, agents: Any) -> None:
@@ -230,6 +263,7 @@ def test_a_session_must_be_staff_on_every_channel(gaia_server: Any, agents: Any)
     with connect(ws_url(gaia_server), additional_headers=cookie, open_timeout=10) as sock:
         assert json.loads(sock.recv(timeout=10))["event"] == "connected"
     assert mcp_raw(gaia_server, None, **cookie).status_code == 401  # MCP takes keys only
+    assert a2a(gaia_server, None, **cookie).status_code == 401  # and A2A
     # a session of a user who is no longer staff is refused by each
     users.objects.filter(username="boss").update(is_staff=False)
     assert boss.get("/threads/").status_code == 302
@@ -249,6 +283,13 @@ def test_a_key_limited_to_some_agents_acts_only_for_them_on_every_channel(
     assert mcp_tools(gaia_server, narrow) == {"ask_other"}
     assert mcp_call(gaia_server, narrow, "echo") == (
         True, "This API key may not use the model 'echo'.")  # /v1's words
+    assert a2a_error(a2a_send(gaia_server, narrow)) == (
+        403, -32600, "This API key may not use the model 'echo'.")
+    assert httpx.get(f"{gaia_server.url}/a2a/echo/.well-known/agent-card.json", timeout=30,
+                     headers={"Authorization": f"Bearer {narrow}"}).status_code == 404
+    listed = httpx.get(f"{gaia_server.url}/a2a/", timeout=30,
+                       headers={"Authorization": f"Bearer {narrow}"}).json()["agents"]
+    assert [c["supportedInterfaces"][0]["url"].rsplit("/", 1)[1] for c in listed] == ["other"]
     refusals = [
         (("POST", "/inject", {"to": "echo", "payload": "x"}),
          {"cmd": "inject", "to": "echo", "payload": "x"}),
@@ -268,6 +309,8 @@ def test_a_key_limited_to_some_agents_acts_only_for_them_on_every_channel(
     # the agent it may use: every channel lets it act
     assert v1(gaia_server, narrow, "other").status_code == 200
     assert mcp_call(gaia_server, narrow, "other")[0] is False
+    sent = a2a_send(gaia_server, narrow, "other")
+    assert sent.json()["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED", sent.text
     assert rest(gaia_server, narrow, "POST", "/agents/other/pause").status_code == 200
     assert ws_command(gaia_server, narrow, {"cmd": "resume", "agent": "other"})["event"] == "ack"
 
@@ -354,6 +397,7 @@ def test_a_disabled_agent_is_refused_on_every_channel(gaia_server: Any, agents: 
     assert (r.status_code, r.json()["error"]["code"]) == (404, "model_not_found")
     assert "ask_echo" not in mcp_tools(gaia_server, key)
     assert mcp_call(gaia_server, key)[0] is True
+    assert a2a_error(a2a_send(gaia_server, key))[:2] == (404, -32600)
     r = rest(gaia_server, key, "POST", "/inject", {"to": "echo", "payload": "x"})
     assert (r.status_code, r.json()["code"]) == (400, "agent_disabled")
     answer = ws_command(gaia_server, key, {"cmd": "inject", "to": "echo", "payload": "x"})
@@ -369,6 +413,9 @@ def test_a_paused_agent_is_refused_on_every_channel(gaia_server: Any, agents: An
     assert (r.status_code, r.headers["retry-after"]) == (503, "30")
     assert mcp_call(gaia_server, key) == (
         True, "The model 'echo' is paused by an operator; try again later.")
+    assert a2a_error(a2a_send(gaia_server, key)) == (
+        200, -32004, "The model 'echo' is paused by an operator; try again later.")
+    assert a2a_error(a2a(gaia_server, key))[1] == -32001  # its tasks are still read
     r = rest(gaia_server, key, "POST", "/inject", {"to": "echo", "payload": "x"})
     assert (r.status_code, r.json()["code"]) == (503, "agent_paused")
     answer = ws_command(gaia_server, key, {"cmd": "inject", "to": "echo", "payload": "x"})
@@ -381,6 +428,8 @@ def test_a_thread_is_continued_only_by_its_own_agent_on_every_channel(
     thread_id = make_thread(agents["echo"], "hello")
     refused, said = mcp_call(gaia_server, key, "other", thread_id=thread_id)
     assert (refused, said) == (True, f"No thread '{thread_id}' for this API key.")
+    assert a2a_error(a2a_send(gaia_server, key, "other", contextId=thread_id)) == (
+        200, -32602, f"No context '{thread_id}' for this key.")
     body = {"to": "other", "payload": "x", "thread_id": thread_id}
     r = rest(gaia_server, key, "POST", "/inject", body)
     assert (r.status_code, r.json()["code"]) == (400, "thread_agent_mismatch")
@@ -393,17 +442,20 @@ def test_a_thread_is_continued_only_by_its_own_agent_on_every_channel(
 
 def test_a_keys_rate_limit_counts_on_every_channel(gaia_server: Any, agents: Any,
                                                    make_key: Any) -> None:
-    _, key = make_key("slow", scopes=[CHAT, OPERATOR], requests_per_minute=4)
-    within_one_rate_window(15)  # all seven requests in one window
+    _, key = make_key("slow", scopes=[CHAT, OPERATOR], requests_per_minute=5)
+    within_one_rate_window(15)  # all ten requests in one window
     assert v1(gaia_server, key).status_code == 200
     assert rest(gaia_server, key, "GET", "/agents").status_code == 200
     assert mcp_raw(gaia_server, key).status_code == 200
+    assert a2a(gaia_server, key).status_code == 200
     answer = ws_command(gaia_server, key, {"cmd": "pause", "agent": "echo"})
-    assert answer["event"] == "ack"  # the fourth request of the minute
+    assert answer["event"] == "ack"  # the fifth request of the minute
     answer = ws_command(gaia_server, key, {"cmd": "resume", "agent": "echo"})
     assert (answer["event"], answer["status"], answer["code"]) == (
         "error", 429, "rate_limit_exceeded")
     assert rest(gaia_server, key, "GET", "/agents").status_code == 429
     assert v1(gaia_server, key).status_code == 429
     r = mcp_raw(gaia_server, key)
+    assert (r.status_code, "retry-after" in r.headers) == (429, True)
+    r = a2a(gaia_server, key)
     assert (r.status_code, "retry-after" in r.headers) == (429, True)
