@@ -29,7 +29,6 @@ from a2a.utils.errors import (
 
 from a2a_api import protocol, runs, store
 from a2a_api.models import Task
-from agents import turns
 from agents.infra.database import run_db
 from agents.kernel.exceptions import GaiaError
 from agents.models import Agent
@@ -38,37 +37,29 @@ POLL_SECONDS = 0.5  # how often a task another process runs is read while a clie
 FOLLOW_SECONDS = 3600.0  # the longest a subscription follows a task
 
 
-def _who(context: Any) -> tuple[str | None, str]:
-    return context.state.get("gaia.raw_key"), context.state.get("gaia.agent", "")
+def _key_and_agent(context: Any) -> tuple[Any, Agent]:
+    """The key and the agent the edge authorized (:func:`a2a_api.server.a2a_application`);
+    raises what it found that refuses a new message (a paused agent)."""
+    refusal = context.state.get("gaia.refusal")
+    if refusal is not None:
+        raise protocol.as_a2a_error(refusal)
+    return context.state["gaia.key"], context.state["gaia.agent"]
 
 
-async def _key_and_agent(context: Any) -> tuple[Any, Agent]:
-    raw, slug = _who(context)
-    try:
-        key, agent = await turns.authorize(raw_key=raw, model=slug, throttle=False)
-    except GaiaError as exc:
-        raise protocol.as_a2a_error(exc) from exc
-    if not isinstance(agent, Agent):
-        raise InvalidParamsError(message=f"No agent '{slug}'.")
-    return key, agent
-
-
-async def _key(context: Any) -> Any:
-    raw, _ = _who(context)
-    key, _ = await turns.authorize(raw_key=raw, throttle=False)
-    return key
+def _key(context: Any) -> Any:
+    return context.state["gaia.key"]
 
 
 async def _task(params_id: str, context: Any) -> store.Snapshot:
-    found = await run_db(store.task_get, task_id=params_id, api_key=await _key(context))
-    if found is None or found.task.agent.slug != _who(context)[1]:
+    found = await run_db(store.task_get, task_id=params_id, api_key=_key(context))
+    if found is None or found.task.agent.slug != context.state["gaia.slug"]:
         raise TaskNotFoundError(message=f"No task '{params_id}' for this key.")
     return found
 
 
 class Handler(RequestHandler):
     async def _start(self, params: pb.SendMessageRequest, context: Any) -> runs.Running:
-        key, agent = await _key_and_agent(context)
+        key, agent = _key_and_agent(context)
         message = params.message
         text = protocol.message_text(message)
         if message.task_id:
@@ -90,7 +81,9 @@ class Handler(RequestHandler):
 
     async def on_message_send(self, params: pb.SendMessageRequest, context: Any) -> pb.Task:
         run = await self._start(params, context)
-        if not params.configuration.return_immediately:
+        if params.configuration.return_immediately:
+            await run.persist()
+        else:
             queue = run.listen()
             try:
                 while True:
@@ -99,7 +92,8 @@ class Handler(RequestHandler):
                         break
             finally:
                 run.listeners.discard(queue)
-        return await self._proto(run.task_id, context, protocol.history_length_of(params))
+        return protocol.task_proto(run.snapshot(),
+                                   history_length=protocol.history_length_of(params))
 
     async def _proto(self, task_id: str, context: Any, history_length: int | None) -> pb.Task:
         return protocol.task_proto(await _task(task_id, context), history_length=history_length)
@@ -108,9 +102,11 @@ class Handler(RequestHandler):
                                      ) -> AsyncGenerator[Any]:
         run = await self._start(params, context)
         queue = run.listen()
+        first = run.snapshot()  # what it said before it was listened to: in the task itself
         try:
-            yield await self._proto(run.task_id, context, protocol.history_length_of(params))
-            async for event in _follow_local(run, queue):
+            await run.persist()
+            yield protocol.task_proto(first, history_length=protocol.history_length_of(params))
+            async for event in _follow_local(run, queue, resumed=bool(first.reply)):
                 yield event
         finally:
             run.listeners.discard(queue)
@@ -124,9 +120,10 @@ class Handler(RequestHandler):
         run = runs.running(params.id)
         if run is not None:
             queue = run.listen()
+            first = run.snapshot()
             try:
-                yield protocol.task_proto(found)
-                async for event in _follow_local(run, queue, resumed=True):
+                yield protocol.task_proto(first)
+                async for event in _follow_local(run, queue, resumed=bool(first.reply)):
                     yield event
             finally:
                 run.listeners.discard(queue)
@@ -163,7 +160,9 @@ class Handler(RequestHandler):
 
     async def on_list_tasks(self, params: pb.ListTasksRequest, context: Any
                             ) -> pb.ListTasksResponse:
-        key, agent = await _key_and_agent(context)
+        key = _key(context)
+        agent = context.state["gaia.agent"] or await run_db(Agent.objects.get,
+                                                              slug=context.state["gaia.slug"])
         state = protocol.STATE_NAMES.get(params.status, "") if params.status else ""
         page, following, total = await run_db(
             store.task_list, api_key=key, agent=agent, context_id=params.context_id,
@@ -179,7 +178,7 @@ class Handler(RequestHandler):
     async def on_cancel_task(self, params: pb.CancelTaskRequest, context: Any) -> pb.Task:
         await _task(params.id, context)  # this key's, of this agent
         found, cancelled = await run_db(store.task_cancel, task_id=params.id,
-                                        api_key=await _key(context))
+                                        api_key=_key(context))
         assert found is not None
         if not cancelled:
             raise TaskNotCancelableError(
@@ -205,7 +204,8 @@ class Handler(RequestHandler):
 async def _follow_local(run: runs.Running, queue: asyncio.Queue[tuple[Any, ...]], *,
                         resumed: bool = False) -> AsyncGenerator[Any]:
     """A task this process runs, as stream events: the reply's text as it comes (one
-    artifact, appended to), each change of state; it ends when the task ends or needs input."""
+    artifact, appended to; ``resumed``: the task the client was given holds its beginning),
+    each change of state; it ends when the task ends or needs input."""
     ids = {"task_id": run.task_id, "context_id": run.context_id}
     artifact_id = protocol.reply_artifact_id(run.task_id)
     started = resumed

@@ -95,7 +95,7 @@ def task_proto(snapshot: Snapshot, *, history_length: int | None = None) -> pb.T
         artifacts.append(pb.Artifact(artifact_id=reply_artifact_id(task.id), name="reply",
                                      parts=[pb.Part(text=snapshot.reply)]))
         if task.done:
-            history.append(agent_message(snapshot.reply, message_id=snapshot.reply_id, **ids))
+            history.append(agent_message(snapshot.reply, message_id=f"{task.id}-out", **ids))
     if history_length is not None:
         history = history[len(history) - history_length:] if history_length > 0 else []
     out = pb.Task(id=str(task.id), context_id=str(task.thread_id),

@@ -48,8 +48,8 @@ class _Context(DefaultServerCallContextBuilder):
     def build(self, request: Request) -> Any:
         context = super().build(request)
         scope = request.scope
-        context.state["gaia.raw_key"] = scope.get("gaia.raw_key")
-        context.state["gaia.agent"] = scope.get("gaia.agent", "")
+        for name in ("gaia.key", "gaia.agent", "gaia.slug", "gaia.refusal"):
+            context.state[name] = scope.get(name)
         context.state["gaia.participant"] = request.headers.get("user-agent", "")[:300] or None
         return context
 
@@ -190,16 +190,18 @@ async def _serve(scope: dict[str, Any], receive: Any, send: Any, raw: str | None
                 "code": -32600, "message": "A2A's JSON-RPC binding takes POST."}},
                 [(b"allow", b"POST")])
             return
-        await turns.authorize(raw_key=raw)  # counted against the key's rate limit here
-        try:
-            _, agent = await turns.authorize(raw_key=raw, model=slug, throttle=False)
-        except AgentPaused:  # its tasks still read and cancel; a new message is refused
-            agent = None
+        refusal = None
+        try:  # the key (401), its rate limit (429), the agent (404, 403, 503): /v1's order
+            key, agent = await turns.authorize(raw_key=raw, model=slug)
+        except AgentPaused as exc:  # its tasks still read and cancel; a new message is refused
+            key, _ = await turns.authorize(raw_key=raw, throttle=False)
+            agent, refusal = None, exc
         if isinstance(agent, str):  # auto, team/...: not an A2A agent
             raise NotFound(f"No agent '{slug}'.")
     except GaiaError as exc:
         await _refuse(send, exc)
         return
-    request = Request({**scope, "gaia.raw_key": raw, "gaia.agent": slug}, receive)
+    request = Request({**scope, "gaia.key": key, "gaia.agent": agent, "gaia.slug": slug,
+                       "gaia.refusal": refusal}, receive)
     response = await dispatcher.handle_requests(request)
     await response(scope, receive, send)

@@ -26,7 +26,6 @@ class Snapshot:
 
     task: Task
     reply: str
-    reply_id: str  # the reply's message id (an artifact id)
 
 
 def _uuid(value: str) -> uuid.UUID | None:
@@ -36,16 +35,14 @@ def _uuid(value: str) -> uuid.UUID | None:
         return None
 
 
-def task_create(*, agent: Any, api_key: Any, thread_id: Any, response_id: str,
-                message_id: str, text: str) -> Task:
-    return Task.objects.create(agent=agent, api_key=api_key, thread_id=thread_id,
-                               response_id=response_id, message_id=message_id[:200], text=text)
+def task_insert(task: Task) -> None:
+    task.save(force_insert=True)
 
 
 def task_state_set(*, task_id: Any, state: str, reason: str = "",
-                   usage: tuple[int, int] | None = None) -> bool:
+                   usage: tuple[int, int] | None = None, now: Any = None) -> bool:
     """Move a task that has not ended to ``state``; whether it moved."""
-    changes: dict[str, Any] = {"state": state, "updated_at": timezone.now()}
+    changes: dict[str, Any] = {"state": state, "updated_at": now or timezone.now()}
     if reason:
         changes["reason"] = reason
     if usage is not None:
@@ -70,14 +67,14 @@ def task_get(*, task_id: str, api_key: Any) -> Snapshot | None:
 def _snapshot(task: Task) -> Snapshot:
     reply = (Message.objects.filter(thread_id=task.thread_id, response_id=task.response_id,
                                     role=Message.Role.ASSISTANT)
-             .order_by("-seq").values_list("pk", "content", "finish_reason").first())
-    if reply is not None and not task.done and reply[2] in ENDED_ELSEWHERE:
+             .order_by("-seq").values_list("content", "finish_reason").first())
+    if reply is not None and not task.done and reply[1] in ENDED_ELSEWHERE:
         # its turn was recorded as ended by someone else than its runner: an operator's kill
         # seen first, or the process that ran it stopped (its lease's recovery recorded it)
-        state, why = ENDED_ELSEWHERE[reply[2]]
+        state, why = ENDED_ELSEWHERE[reply[1]]
         task_state_set(task_id=task.pk, state=state, reason=why)
         task.refresh_from_db()
-    return Snapshot(task, reply[1] if reply else "", str(reply[0]) if reply else "")
+    return Snapshot(task, reply[0] if reply else "")
 
 
 ENDED_ELSEWHERE = {

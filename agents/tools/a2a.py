@@ -59,7 +59,7 @@ class _Progress:
     def __init__(self) -> None:
         self.task_id = ""
         self.state = 0
-        self.reply: list[str] = []
+        self.reply: dict[str, str] = {}  # artifact id -> its text
         self.status_text = ""
 
     def absorb(self, response: Any) -> None:
@@ -71,9 +71,9 @@ class _Progress:
             self.task_id, self.state = task.id, task.status.state
             self.status_text = _text(task.status.message.parts)
             if task.artifacts:
-                self.reply = [_text(a.parts) for a in task.artifacts]
+                self.reply = {a.artifact_id: _text(a.parts) for a in task.artifacts}
         elif kind == "message":  # a reply without a task
-            self.reply = [_text(response.message.parts)]
+            self.reply = {"": _text(response.message.parts)}
             self.state = pb.TaskState.TASK_STATE_COMPLETED
         elif kind == "status_update":
             update = response.status_update
@@ -82,10 +82,8 @@ class _Progress:
         elif kind == "artifact_update":
             update = response.artifact_update
             text = _text(update.artifact.parts)
-            if update.append and self.reply:
-                self.reply[-1] += text
-            else:
-                self.reply.append(text)
+            key = update.artifact.artifact_id
+            self.reply[key] = self.reply.get(key, "") + text if update.append else text
 
 
 async def a2a_ask(config: A2aConfig, task: str) -> ToolResult:
@@ -129,7 +127,7 @@ async def a2a_ask(config: A2aConfig, task: str) -> ToolResult:
         except (A2AClientError, httpx.HTTPError) as exc:
             return ToolResult(f"{name}: {exc}", is_error=True)
     state = progress.state
-    reply = "".join(progress.reply).strip()
+    reply = "\n\n".join(t for t in progress.reply.values() if t).strip()
     if state == pb.TaskState.TASK_STATE_COMPLETED:
         return ToolResult(reply or "(no answer)")
     verdict = pb.TaskState.Name(state).removeprefix("TASK_STATE_").lower()

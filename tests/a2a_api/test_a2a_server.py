@@ -162,9 +162,12 @@ def test_a_streamed_task_sends_its_reply_as_it_comes(gaia_server: Any, make_agen
     assert got[0].task.status.state == state("TASK_STATE_WORKING")
     chunks = [r.artifact_update for r in got if r.WhichOneof("payload") == "artifact_update"]
     assert len(chunks) >= 3, kinds
-    assert not chunks[0].append
+    before = reply_of(got[0].task)  # what it said before the stream began, if anything
+    assert chunks[0].append == bool(before)  # the rest is appended to the same artifact
     assert all(c.append for c in chunks[1:])
-    assert "".join(p.text for c in chunks for p in c.artifact.parts).startswith("one two three")
+    assert {c.artifact.artifact_id for c in chunks} == {f"{got[0].task.id}-reply"}
+    streamed = before + "".join(p.text for c in chunks for p in c.artifact.parts)
+    assert streamed.startswith("one two three four five six"), streamed
     assert kinds[-1] == "status_update"
     assert got[-1].status_update.status.state == state("TASK_STATE_COMPLETED")
 
