@@ -101,11 +101,12 @@ async def start(*, agent: Any, api_key: Any, text: str, context_id: str | None,
                 message_id: str, participant: str | None) -> Running:
     """Open ``agent``'s turn for the message and run it in the background. Raises
     :class:`GaiaError` as the turn's opening does (an unknown thread, a paused agent)."""
-    request = llm.LLMRequest(model=agent.slug, system="", user=participant,
+    request = llm.LLMRequest(model=agent.slug, system="",
                              messages=[llm.Message(role="user", parts=(llm.TextPart(text),))])
     turn = await turns.turn_open(target=agent, api_key=api_key, request=request,
                                  dialect="a2a", response_id=f"a2a_{uuid.uuid4().hex}",
-                                 thread_id=context_id)
+                                 thread_id=context_id,
+                                 sender=f"a2a:{participant}"[:100] if participant else "")
     failure: GaiaError | None = None
     try:
         first = await turn.first(wait=FIRST_WAIT)

@@ -143,7 +143,7 @@ async def call_tool(ctx: Any, params: Any) -> types.CallToolResult:
             llm.Message(role="user", parts=(llm.TextPart(message),))])
         turn = await turns.turn_open(target=agent, api_key=key, request=request,
                                      dialect="mcp", response_id=f"mcp_{uuid.uuid4().hex}",
-                                     thread_id=thread_id or None)
+                                     thread_id=thread_id or None, sender=_participant(ctx))
         token = _progress_token(ctx)
         if token is None:
             result = await turn.collect(await turn.first(wait=3600))
@@ -161,6 +161,18 @@ async def call_tool(ctx: Any, params: Any) -> types.CallToolResult:
             structured_content=structured, is_error=True)
     return types.CallToolResult(content=[types.TextContent(type="text", text=result.text)],
                                 structured_content=structured)
+
+
+def _participant(ctx: Any) -> str:
+    """Who asks, as the thread shows it: the client's ``clientInfo.name`` where the protocol
+    carries it on each request (2026-07-28's envelope), else its ``User-Agent``."""
+    name = ""
+    with contextlib.suppress(Exception):  # no session, or no client info: the header then
+        name = ctx.session.client_params.client_info.name
+    if not name:
+        request = getattr(ctx, "request", None)
+        name = request.headers.get("user-agent", "") if request is not None else ""
+    return f"mcp:{name}"[:100] if name else ""
 
 
 def _progress_token(ctx: Any) -> str | int | None:

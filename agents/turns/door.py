@@ -79,18 +79,22 @@ async def _resolve(target: Agent | str, api_key: ApiKey | None, messages: list[l
 async def turn_open(*, target: Agent | str, api_key: ApiKey | None, request: llm.LLMRequest,
                     dialect: str, response_id: str, thread_id: str | None = None,
                     session_key: str | None = None, previous_response_id: str | None = None,
-                    observe: Callable[[TurnLike], None] | None = None) -> TurnLike:
+                    observe: Callable[[TurnLike], None] | None = None, sender: str = ""
+                    ) -> TurnLike:
     """:func:`_turn_open`, for a turn this process has room for: past
     ``GAIA_MAX_TURNS_IN_FLIGHT`` it raises :class:`ServerOverloaded` (503) at once, before any
     work (:mod:`agents.turns.admission`). The turn's slot is given back however it ends.
-    A stopped organism (``POST /api/v1/organism/stop``) opens none: 503 ``organism_stopped``."""
+    A stopped organism (``POST /api/v1/organism/stop``) opens none: 503 ``organism_stopped``.
+    ``sender``: who said the new message, when the client names itself (an MCP client's
+    ``clientInfo.name``), shown on its thread."""
     await _organism_running_check()
     slot = admission.admit()
     try:
         return await _turn_open(
             target=target, api_key=api_key, request=request, dialect=dialect,
             response_id=response_id, thread_id=thread_id, session_key=session_key,
-            previous_response_id=previous_response_id, observe=observe, slot=slot)
+            previous_response_id=previous_response_id, observe=observe, slot=slot,
+            sender=sender)
     except BaseException:
         slot.release()  # it never opened (its close gave it back already if it had begun)
         raise
@@ -111,7 +115,7 @@ async def _turn_open(*, target: Agent | str, api_key: ApiKey | None, request: ll
                      dialect: str, response_id: str, thread_id: str | None,
                      session_key: str | None, previous_response_id: str | None,
                      observe: Callable[[TurnLike], None] | None,
-                     slot: admission.Slot) -> TurnLike:
+                     slot: admission.Slot, sender: str = "") -> TurnLike:
     """Open the turn that answers ``request`` (the client's conversation, in Gaia's canonical
     form) for ``target`` (from :func:`authorize`).
 
@@ -146,7 +150,7 @@ async def _turn_open(*, target: Agent | str, api_key: ApiKey | None, request: ll
                     response_id=response_id, thread_id=thread_id, session_key=session_key,
                     user=request.user, route=route, title=thread_title(request.messages),
                     workspace_root=extract_workspace_root(request.messages, request.system),
-                    hosted=hosted)
+                    hosted=hosted, sender=sender)
     turn: TurnLike = TeamTurn(spec, team) if team is not None else Turn(spec)
     # Given back when the turn closes (a team's when its leader's turn does).
     (turn.leader if isinstance(turn, TeamTurn) else turn).admitted = slot

@@ -147,8 +147,9 @@ def test_a_message_is_a_task_on_a_thread_and_its_context_continues(
 
     thread = Thread.objects.get(pk=first.context_id)
     assert thread.agent.slug == "echoer"
-    assert list(Message.objects.filter(thread=thread, role="user")
-                .values_list("dialect", flat=True)) == ["a2a", "a2a"]
+    asked = Message.objects.filter(thread=thread, role="user")
+    assert list(asked.values_list("dialect", flat=True)) == ["a2a", "a2a"]
+    assert all(s.startswith("a2a:python-httpx") for s in asked.values_list("sender", flat=True))
 
 
 def test_a_streamed_task_sends_its_reply_as_it_comes(gaia_server: Any, make_agent: Any,

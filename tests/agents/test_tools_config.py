@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from agents.kernel.exceptions import InvalidRequest
-from agents.models import Agent, McpServer
+from agents.models import A2aAgent, Agent, McpServer
 from agents.services import agents_export, agents_import
 from tests import manual
 
@@ -61,6 +61,7 @@ def test_export_hides_secrets_and_import_keeps_them(make_provider) -> None:
     (["mcp:nowhere"], "unknown tool 'mcp:nowhere'"),
     (["agent:ghost"], "unknown tool 'agent:ghost'"),
     (["agent:self"], "unknown tool 'agent:self'"),  # an agent does not call itself
+    (["a2a:nobody"], "unknown tool 'a2a:nobody'"),
 ])
 def test_tools_that_name_nothing_are_refused(make_provider, tools, says) -> None:
     make_provider(name="p", kind="fake")
@@ -74,3 +75,24 @@ def test_the_old_tool_field_is_refused_with_what_replaced_it(make_provider) -> N
         agents_import(data={"agents": [{"slug": "x", "provider": "p", "tool": "retriever"}]})
     agents_import(data={"agents": [{"slug": "x", "provider": "p", "tool": ""}]})  # empty: fine
     assert Agent.objects.filter(slug="x").exists()
+
+
+def test_remote_a2a_agents_import_and_export_as_the_manual_says(make_provider) -> None:
+    make_provider(name="local", kind="fake")
+    doc = {"a2a_agents": [{"name": "research", "url": "https://peer.example.com/a2a/researcher",
+                           "headers_env": {"Authorization": "PEER_AUTH"}, "timeout": 120}],
+           "agents": [{"slug": "helper", "provider": "local", "tools": ["a2a:research"]}]}
+    report = agents_import(data=doc)
+    assert "a2a_agent:research" in report.created
+    remote = A2aAgent.objects.get(name="research")
+    assert (remote.url, remote.headers_env, remote.timeout_seconds, remote.enabled) == (
+        "https://peer.example.com/a2a/researcher", {"Authorization": "PEER_AUTH"}, 120, True)
+    exported = agents_export()
+    assert exported["a2a_agents"] == [{
+        "name": "research", "url": "https://peer.example.com/a2a/researcher",
+        "headers_env": {"Authorization": "PEER_AUTH"}, "require_approval": False,
+        "enabled": True, "timeout": 120.0}]
+    assert "a2a_agent:research" in agents_import(data=exported).unchanged
+    with pytest.raises(InvalidRequest, match=r"a2a_agents\[0\] \(bad\): url"):
+        agents_import(data={"a2a_agents": [{"name": "bad", "url": "http://user:pw@h/a2a"}]})
+

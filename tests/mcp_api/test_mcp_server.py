@@ -80,8 +80,13 @@ def test_a_call_is_a_turn_and_a_thread_continues(gaia_server: Any, make_agent: A
 
     thread = Thread.objects.get(pk=first.structured_content["thread_id"])
     assert thread.agent.slug == "echoer"
-    assert list(Message.objects.filter(thread=thread, role="user")
-                .values_list("dialect", flat=True)) == ["mcp", "mcp"]
+    asked = Message.objects.filter(thread=thread, role="user")
+    assert list(asked.values_list("dialect", flat=True)) == ["mcp", "mcp"]
+    # who asked: the client's name (clientInfo), as the console shows it
+    senders = set(asked.values_list("sender", flat=True))
+    assert len(senders) == 1
+    assert next(iter(senders)).startswith("mcp:"), senders
+    assert len(next(iter(senders))) > len("mcp:")
 
 
 def test_another_keys_thread_is_an_error_result_not_a_leak(gaia_server: Any, make_agent: Any,
