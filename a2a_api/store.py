@@ -73,7 +73,8 @@ def _snapshot(task: Task) -> Snapshot:
         # seen first, or the process that ran it stopped (its lease's recovery recorded it)
         state, why = ENDED_ELSEWHERE[reply[1]]
         task_state_set(task_id=task.pk, state=state, reason=why)
-        task.refresh_from_db()
+        # only these: a whole refresh forgets the agent read with it (a query per use after)
+        task.refresh_from_db(fields=["state", "reason", "updated_at"])
     return Snapshot(task, reply[0] if reply else "")
 
 

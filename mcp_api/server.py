@@ -41,6 +41,7 @@ from agents.infra import metrics
 from agents.kernel import llm
 from agents.kernel.exceptions import AgentNotFound, GaiaError
 from agents.models import Agent
+from agents.outlet import realtime
 
 TOOL_PREFIX = "ask_"
 _OUTSIDE_NAME = re.compile(r"[^A-Za-z0-9_.-]")
@@ -145,10 +146,11 @@ async def call_tool(ctx: Any, params: Any) -> types.CallToolResult:
                                      dialect="mcp", response_id=f"mcp_{uuid.uuid4().hex}",
                                      thread_id=thread_id or None, sender=_participant(ctx))
         token = _progress_token(ctx)
-        if token is None:
-            result = await turn.collect(await turn.first(wait=3600))
-        else:
-            result = await _collect_telling(ctx, turn, token)
+        work = (turn.collect(await turn.first(wait=3600)) if token is None
+                else _collect_telling(ctx, turn, token))
+        result = await _unless_cancelled(work, key, ctx)
+        if result is None:
+            return _error("Cancelled by the client (notifications/cancelled).")
     except GaiaError as exc:
         return _error(exc.message)
     usage = turn.usage
@@ -161,6 +163,46 @@ async def call_tool(ctx: Any, params: Any) -> types.CallToolResult:
             structured_content=structured, is_error=True)
     return types.CallToolResult(content=[types.TextContent(type="text", text=result.text)],
                                 structured_content=structured)
+
+
+# The calls this process serves, by (key, the client's request id): a 2025-11-25 client cancels
+# one with `notifications/cancelled` in a POST of its own, which any process may receive
+# (stateless: no session ties it to the call), so the cancel goes to every process. Two clients
+# sharing a key and a request id at the same moment would both be cancelled; a 2026-07-28
+# client cancels by closing the call's stream instead, which needs none of this.
+_calls: dict[tuple[str, str], tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = {}
+
+
+def _call_key(key: Any, request_id: Any) -> tuple[str, str]:
+    return (str(getattr(key, "pk", "")), json.dumps(request_id))
+
+
+async def _unless_cancelled(work: Any, key: Any, ctx: Any) -> Any:
+    """``work``'s result, or ``None`` if the client cancelled the call first (the turn is
+    stopped as a client's that left: its partial reply kept)."""
+    loop = asyncio.get_running_loop()
+    cancelled: asyncio.Future[None] = loop.create_future()
+    name = _call_key(key, getattr(ctx, "request_id", None))
+    _calls[name] = (loop, cancelled)
+    task = asyncio.ensure_future(work)
+    try:
+        await asyncio.wait([task, cancelled], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        if _calls.get(name, (None, None))[1] is cancelled:
+            del _calls[name]
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+    return None if task.cancelled() else task.result()
+
+
+@realtime.on_control("mcp_call_cancel")
+def _cancel_local(message: dict[str, Any]) -> None:
+    held = _calls.get((str(message.get("key")), str(message.get("request"))))
+    if held is not None:
+        loop, future = held
+        loop.call_soon_threadsafe(lambda: future.done() or future.set_result(None))
 
 
 def _participant(ctx: Any) -> str:
@@ -264,6 +306,41 @@ class _Headers:
                         for k, v in scope.get("headers", [])}
 
 
+async def _cancels_taken(key: Any, receive: Any, send: Any) -> Any:
+    """The request's body read (``BodyLimit`` bounded it); a ``notifications/cancelled`` is
+    sent to every process (:func:`_cancel_local`) and answered 202 here, anything else goes
+    on to the SDK: a ``receive`` that gives the body again. ``None``: answered."""
+    chunks = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return None  # the client left
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body"):
+            break
+    body = b"".join(chunks)
+    if b"notifications/cancelled" in body:  # cheap test first: most bodies are not
+        with contextlib.suppress(ValueError, AttributeError, TypeError):
+            note = json.loads(body)
+            if note.get("method") == "notifications/cancelled" and "id" not in note:
+                request = (note.get("params") or {}).get("requestId")
+                realtime.send_control("mcp_call_cancel", key=str(getattr(key, "pk", "")),
+                                      request=json.dumps(request))
+                await send({"type": "http.response.start", "status": 202, "headers": []})
+                await send({"type": "http.response.body", "body": b""})
+                return None
+    replayed = False
+
+    async def again() -> dict[str, Any]:
+        nonlocal replayed
+        if not replayed:
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return again
+
+
 async def mcp_application(scope: dict[str, Any], receive: Any, send: Any) -> None:
     """ASGI for ``/mcp``: the key checked (401 before any protocol work), then the SDK. Each
     request is counted in ``gaia_requests_total{route="mcp"}`` and logged on ``gaia.access``
@@ -278,10 +355,14 @@ async def mcp_application(scope: dict[str, Any], receive: Any, send: Any) -> Non
     raw = raw_api_key(_Headers(scope))
     try:
         try:
-            await turns.authorize(raw_key=raw)
+            key, _ = await turns.authorize(raw_key=raw)
         except GaiaError as exc:
             await _refuse(counted_send, exc)
             return
+        if scope.get("method") == "POST":
+            receive = await _cancels_taken(key, receive, counted_send)
+            if receive is None:
+                return
         manager = await _manager.get()
         await manager.handle_request({**scope, _KEY_SCOPE: raw}, receive, counted_send)
     finally:

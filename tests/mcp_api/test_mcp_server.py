@@ -291,3 +291,53 @@ def test_mcp_requests_are_counted_and_logged(gaia_server: Any, make_agent: Any, 
     assert mcp_requests("200") > ok_before
     assert mcp_requests("401") == refused_before + 1
     assert "POST /mcp 401 key_prefix=-" in gaia_server.log()
+
+
+def test_notifications_cancelled_in_a_request_of_its_own_stops_the_call(
+        gaia_server: Any, make_agent: Any, api_key: str) -> None:
+    """A 2025-11-25 client cancels with ``notifications/cancelled`` in a POST of its own
+    (stateless: whichever process gets it), naming the call's request id: the call's turn
+    stops at once, its partial reply kept, and the call answers that it was cancelled."""
+    import threading
+    import time
+
+    from agents.models import Message
+
+    words = " ".join(f"w{i}" for i in range(400))
+    make_agent(slug="droner", provider__options={"reply": words, "delay_ms": 50})
+    headers = {"Authorization": f"Bearer {api_key}", "MCP-Protocol-Version": "2025-11-25",
+               "Accept": "application/json, text/event-stream"}
+    out: dict[str, Any] = {}
+
+    def call() -> None:
+        out["response"] = httpx.post(f"{gaia_server.url}/mcp", headers=headers, timeout=60,
+                                     json={"jsonrpc": "2.0", "id": 41, "method": "tools/call",
+                                           "params": {"name": "ask_droner",
+                                                      "arguments": {"message": "Drone on."}}})
+
+    caller = threading.Thread(target=call, daemon=True)
+    caller.start()
+    deadline = time.monotonic() + 15
+    while not Message.objects.filter(thread__agent__slug="droner").exists():
+        assert time.monotonic() < deadline, "the call never started its turn"
+        time.sleep(0.05)
+    time.sleep(1.0)
+    other = httpx.post(f"{gaia_server.url}/mcp", headers=headers, timeout=10, json={
+        "jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 99, "reason": "not this one"}})
+    assert other.status_code == 202
+    time.sleep(0.5)
+    assert "response" not in out  # another request id cancels nothing
+    cancel = httpx.post(f"{gaia_server.url}/mcp", headers=headers, timeout=10, json={
+        "jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 41, "reason": "the user gave up"}})
+    assert cancel.status_code == 202
+    caller.join(30)
+    assert "Cancelled by the client" in out["response"].text, out["response"].text
+    reply = None
+    while reply is None and time.monotonic() < deadline + 15:
+        reply = Message.objects.filter(thread__agent__slug="droner", role="assistant").first()
+        time.sleep(0.1)
+    assert reply is not None
+    assert reply.finish_reason == "client_disconnected", reply.finish_reason
+    assert 0 < len(reply.content.split()) < 400
