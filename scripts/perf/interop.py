@@ -7,8 +7,9 @@ dir (or DATABASE_URL, with REDIS_URL if set) with the ``perf`` agent on the fake
 tokens, no delay: Gaia's own cost), then, in alternating rounds, asks it ``--turns`` times in a
 row over ``/v1/chat/completions`` (JSON, httpx), over MCP (the official ``mcp`` client, one
 client for the round: each call one stateless POST) and over A2A (the official ``a2a-sdk``
-client, non-streaming: each message one POST that waits for the task's end). The figure is the server process's CPU
-(user + system, from /proc) over a round, per turn; medians of the rounds.
+client, non-streaming: each message one POST that waits for the task's end). The figure is the
+server process's CPU (user + system, from /proc) over a round, per turn; medians of the
+rounds.
 
   .venv/bin/python -m scripts.perf.interop [--turns 200] [--rounds 5]
 """
