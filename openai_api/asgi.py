@@ -36,7 +36,8 @@ class BodyLimit:
             elif name == b"anthropic-version":
                 anthropic = True
         path = scope.get("path", "")
-        dialect = ("operator" if path.startswith("/api/") else "mcp" if path == "/mcp" else
+        jsonrpc = path == "/mcp" or path == "/a2a" or path.startswith("/a2a/")
+        dialect = ("operator" if path.startswith("/api/") else "mcp" if jsonrpc else
                    "anthropic" if anthropic else "openai")
         if length is not None and length > limit:
             await _too_large(send, limit, dialect)
@@ -66,7 +67,7 @@ async def _too_large(send: Any, limit: int, dialect: str) -> None:
     message = f"The request body is larger than {limit} bytes."
     if dialect == "operator":  # the operator API's error body (agents.apis)
         body: dict[str, Any] = {"detail": message, "code": "request_too_large"}
-    elif dialect == "mcp":  # JSON-RPC's error object (the SDK's own answers have this shape)
+    elif dialect == "mcp":  # JSON-RPC's error object (MCP's and A2A's SDKs answer this shape)
         body = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}}
     elif dialect == "anthropic":
         body = {"type": "error", "error": {"type": "request_too_large", "message": message}}
