@@ -10,6 +10,7 @@ page keep the full ``MIDDLEWARE``.
 import asyncio
 import contextlib
 import gc
+import importlib
 import io
 import os
 from typing import Any
@@ -30,7 +31,6 @@ from django.core.exceptions import RequestAborted  # noqa: E402
 from django.core.handlers.asgi import ASGIHandler, get_script_prefix  # noqa: E402
 from django.urls import get_resolver, set_script_prefix  # noqa: E402
 
-from a2a_api.server import a2a_application  # noqa: E402
 from agents.http.middleware import feed_auth_stack, origin_checked  # noqa: E402
 from gaia_site.lifespan import Lifespan  # noqa: E402
 from gaia_site.routing import websocket_urlpatterns  # noqa: E402
@@ -129,6 +129,20 @@ api_asgi_app = _api_handler()
 site_asgi_app = ASGIStaticFilesHandler(django_asgi_app)
 
 
+_a2a_application = None
+
+
+async def _a2a_load():  # type: ignore[no-untyped-def]
+    """``/a2a``'s application, imported on its first request: the a2a-sdk's server takes
+    0.3-0.5 s of CPU to import (python -X importtime), which every process start paid (the
+    suite starts a couple of hundred servers) whether or not anyone speaks A2A to it. The
+    import runs on a thread, so the first A2A request waits for it and no one else does."""
+    global _a2a_application
+    module = await asyncio.to_thread(importlib.import_module, "a2a_api.server")
+    _a2a_application = module.a2a_application
+    return _a2a_application
+
+
 async def http_application(scope, receive, send):  # type: ignore[no-untyped-def]
     path = scope["path"]
     if path.startswith("/v1/") or path in ("/v1", "/health", "/metrics") or (
@@ -137,7 +151,7 @@ async def http_application(scope, receive, send):  # type: ignore[no-untyped-def
     elif path == "/mcp":
         await mcp_application(scope, receive, send)
     elif path == "/a2a" or path.startswith("/a2a/"):
-        await a2a_application(scope, receive, send)
+        await (_a2a_application or await _a2a_load())(scope, receive, send)
     else:
         await site_asgi_app(scope, receive, send)
 

@@ -365,3 +365,23 @@ def test_a_v03_client_is_served_by_the_compatibility_layer(gaia_server: Any, mak
     result = r.json()["result"]
     assert result["status"]["state"] == "completed", result
     assert "Still here." in str(result["artifacts"])
+
+
+def test_a2a_requests_are_counted_and_logged(gaia_server: Any, make_agent: Any, make_key: Any,
+                                             api_key: str) -> None:
+    make_agent(slug="counted", provider__options={"reply": "One."})
+    _, reader = make_key("prometheus", scopes=["metrics"])
+
+    def a2a_requests(status: str) -> float:
+        text = httpx.get(f"{gaia_server.url}/metrics", timeout=10,
+                         headers={"Authorization": f"Bearer {reader}"}).text
+        return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                   if line.startswith("gaia_requests_total{")
+                   and 'route="a2a"' in line and f'status="{status}"' in line)
+
+    ok_before, refused_before = a2a_requests("200"), a2a_requests("401")
+    run(gaia_server, "counted", api_key, lambda c: events(c, send("Hi")), streaming=False)
+    assert rpc(gaia_server, "counted", None, {}).status_code == 401
+    assert a2a_requests("200") > ok_before
+    assert a2a_requests("401") == refused_before + 1
+    assert "POST /a2a/counted 401 key_prefix=-" in gaia_server.log()
