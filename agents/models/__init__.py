@@ -1,5 +1,6 @@
-"""Agents, the providers they run on, API keys, the threads clients hold with them, knowledge
-bases, memories: one module per entity, every model importable from ``agents.models``."""
+"""Agents, the providers they run on, what they call (MCP servers, remote A2A agents), API
+keys, the threads clients hold with them, knowledge bases, memories: one module per entity,
+every model importable from ``agents.models``."""
 
 from __future__ import annotations
 
@@ -9,11 +10,9 @@ from agents.models.agents import (
     HOSTED_KINDS,
     SECRET_MASK,
     SLUG_VALIDATOR,
-    A2aAgent,
     Agent,
     AgentFallback,
     ConfigStamp,
-    McpServer,
     Provider,
     RoutingPolicy,
     Team,
@@ -44,6 +43,10 @@ from agents.models.threads import (
     MessageTally,
     Thread,
     ThreadTally,
+)
+from agents.models.tools import (
+    A2aAgent,
+    McpServer,
 )
 from agents.models.usage import (
     UsageBucket,

@@ -19,14 +19,12 @@ from django.utils.translation import gettext as _
 from agents import selectors, services, turns
 from agents.http.paging import SeekPaginator
 from agents.models import (
-    A2aAgent,
     Agent,
     AgentFallback,
     ApiKey,
     Approval,
     KnowledgeBase,
     KnowledgeDocument,
-    McpServer,
     Memory,
     Message,
     Provider,
@@ -35,7 +33,6 @@ from agents.models import (
     TeamMember,
     Thread,
 )
-from agents.selectors.urls import UrlRefused, url_parsed
 from agents.services.documents import document_kind
 
 
@@ -416,56 +413,6 @@ class ThreadAdmin(admin.ModelAdmin):
         return request.method in ("GET", "HEAD") and super().has_view_permission(request, obj)
 
 
-class McpServerForm(forms.ModelForm):
-    """Values of ``env`` and ``headers`` are write-only, as a provider's header values are."""
-
-    class Meta:
-        model = McpServer
-        fields = ["name", "command", "args", "env", "url", "headers", "headers_env",
-                  "allowed_tools", "require_approval", "timeout_seconds", "enabled"]
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        for name in ("env", "headers"):
-            if self.instance.pk:
-                self.initial[name] = self.instance.secrets_masked(name)
-            self.fields[name].help_text += (" Write-only: shown as [hidden], and [hidden] keeps "
-                                            "the stored value; 'env:NAME' reads variable NAME.")
-
-    def clean_url(self) -> str:
-        url = self.cleaned_data.get("url") or ""
-        try:
-            if url:
-                url_parsed(url)  # no userinfo, backslash, ...: agents.selectors.urls
-        except UrlRefused as exc:
-            raise ValidationError(f"Not a URL Gaia calls: {exc}.") from None
-        return url
-
-    def save(self, commit: bool = True) -> McpServer:
-        server = super().save(commit=False)
-        stored = McpServer.objects.get(pk=self.instance.pk) if self.instance.pk else McpServer()
-        for name in ("env", "headers"):  # the import's rule too (services.mcp_servers_import)
-            setattr(server, name, stored.secrets_kept(name, getattr(server, name)))
-        if commit:
-            server.save()
-        return server
-
-
-@admin.register(McpServer)
-class McpServerAdmin(admin.ModelAdmin):
-    form = McpServerForm
-    list_display = ["name", "transport", "command", "url", "require_approval", "enabled"]
-    list_filter = ["enabled"]
-    search_fields = ["name", "command", "url"]
-
-
-@admin.register(A2aAgent)
-class A2aAgentAdmin(admin.ModelAdmin):
-    list_display = ["name", "url", "require_approval", "timeout_seconds", "enabled"]
-    list_filter = ["enabled"]
-    search_fields = ["name", "url"]
-
-
 @admin.register(Memory)
 class MemoryAdmin(admin.ModelAdmin):
     list_display = ["agent", "scope", "text", "created_at"]
@@ -482,3 +429,7 @@ class ApprovalAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
+
+
+# MCP servers' and A2A agents' pages, registered by importing them
+from agents.admin.tools import A2aAgentForm, McpServerForm  # noqa: E402, F401
