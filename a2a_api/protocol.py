@@ -14,6 +14,8 @@ from a2a.utils.errors import (
     InvalidRequestError,
     UnsupportedOperationError,
 )
+from google.protobuf.json_format import MessageToDict
+from google.protobuf.timestamp_pb2 import Timestamp
 
 from a2a_api.models import Task
 from a2a_api.store import Snapshot
@@ -42,8 +44,6 @@ def message_text(message: pb.Message) -> str:
         if kind == "text":
             texts.append(part.text)
         elif kind == "data":
-            from google.protobuf.json_format import MessageToDict
-
             data = json.dumps(MessageToDict(part.data), ensure_ascii=False)
             if len(data) > MAX_DATA_CHARS:
                 raise InvalidParamsError(message=f"A data part may be at most {MAX_DATA_CHARS} "
@@ -60,8 +60,6 @@ def message_text(message: pb.Message) -> str:
 
 
 def _stamp(when: datetime | None = None) -> Any:
-    from google.protobuf.timestamp_pb2 import Timestamp
-
     stamp = Timestamp()
     stamp.FromDatetime((when or datetime.now(UTC)).astimezone(UTC))
     return stamp

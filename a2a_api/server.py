@@ -16,10 +16,7 @@ Bearer``; an agent the key may not use a 403, an unknown one a 404, a key over i
 
 from __future__ import annotations
 
-import json
-import logging
 import re
-import time
 from typing import Any
 
 from a2a.server.request_handlers.response_helpers import agent_card_to_dict
@@ -31,17 +28,14 @@ from starlette.requests import Request
 
 from a2a_api.handler import Handler
 from agents import turns
-from agents.http.authentication import key_prefix, raw_api_key
-from agents.infra import metrics
+from agents.http.jsonrpc import counted, json_answer, jsonrpc_refuse, scope_headers
 from agents.kernel.exceptions import AgentPaused, GaiaError, NotFound
 from agents.models import Agent
 
 PREFIX = "/a2a"
-CARD_PATH = "/.well-known/agent-card.json"
 # a slug may hold "/" (team.writer/v2); the card is under it
 _PATH = re.compile(r"^/a2a/(?P<slug>[^/]+(?:/[^/.][^/]*)*?)"
                    r"(?P<card>/\.well-known/agent-card\.json)?/?$")
-access_log = logging.getLogger("gaia.access")
 
 
 class _Context(DefaultServerCallContextBuilder):
@@ -61,8 +55,8 @@ dispatcher = JsonRpcDispatcher(request_handler=Handler(), context_builder=_Conte
 def _base_url(scope: dict[str, Any]) -> str:
     if settings.GAIA_PUBLIC_URL:
         return settings.GAIA_PUBLIC_URL
-    headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-    host = headers.get("host") or "{}:{}".format(*(scope.get("server") or ("localhost", 80)))
+    server = scope.get("server") or ("localhost", 80)
+    host = scope_headers(scope).get("host") or f"{server[0]}:{server[1]}"
     return f"{scope.get('scheme', 'http')}://{host}"
 
 
@@ -96,27 +90,6 @@ def agent_card(agent: Agent, base_url: str) -> pb.AgentCard:
     return card
 
 
-async def _json(send: Any, status: int, body: Any, extra: list[tuple[bytes, bytes]] = ()
-                ) -> None:
-    data = json.dumps(body).encode()
-    headers = [(b"content-type", b"application/json"),
-               (b"content-length", str(len(data)).encode()), *extra]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": data})
-
-
-async def _refuse(send: Any, exc: GaiaError) -> None:
-    """Refused before the protocol: the HTTP status, a JSON-RPC error body."""
-    extra = []
-    if exc.status == 401:
-        extra.append((b"www-authenticate", b"Bearer"))
-    if exc.retry_after is not None:
-        extra.append((b"retry-after", str(exc.retry_after).encode()))
-    code = -32603 if exc.status >= 500 else -32600
-    await _json(send, exc.status, {"jsonrpc": "2.0", "id": None,
-                                   "error": {"code": code, "message": exc.message}}, extra)
-
-
 async def _card_agent(raw: str | None, slug: str) -> Agent:
     """The listed agent ``slug`` as the key (or, with public cards, anyone) may see it."""
     public = settings.GAIA_A2A_PUBLIC_CARDS
@@ -133,33 +106,11 @@ async def _listed(raw: str | None, *, everyone: bool = False) -> list[Agent]:
     return [m for m in await turns.model_list(api_key=key) if isinstance(m, Agent)]
 
 
-async def a2a_application(scope: dict[str, Any], receive: Any, send: Any) -> None:
+@counted("a2a")
+async def a2a_application(scope: dict[str, Any], receive: Any, send: Any, raw: str | None
+                          ) -> None:
     """ASGI for ``/a2a/...``. Each request is counted in ``gaia_requests_total{route="a2a"}``
     and logged on ``gaia.access``."""
-    started, status = time.perf_counter(), [0]
-
-    async def counted_send(message: dict[str, Any]) -> None:
-        if message["type"] == "http.response.start":
-            status[0] = message["status"]
-        await send(message)
-
-    raw = raw_api_key(_Scope(scope))
-    try:
-        await _serve(scope, receive, counted_send, raw)
-    finally:
-        seconds = time.perf_counter() - started
-        metrics.request_done("a2a", "", status[0], seconds, None)
-        access_log.info("%s %s %s key_prefix=%s duration_ms=%.1f", scope.get("method"),
-                        scope.get("path"), status[0], key_prefix(raw) or "-", seconds * 1000)
-
-
-class _Scope:
-    def __init__(self, scope: dict[str, Any]) -> None:
-        self.headers = {k.decode("latin-1").lower(): v.decode("latin-1")
-                        for k, v in scope.get("headers", [])}
-
-
-async def _serve(scope: dict[str, Any], receive: Any, send: Any, raw: str | None) -> None:
     path, method = scope["path"], scope["method"]
     match = _PATH.match(path)
     try:
@@ -170,23 +121,23 @@ async def _serve(scope: dict[str, Any], receive: Any, send: Any, raw: str | None
             base = _base_url(scope)
             cards = [agent_card_to_dict(agent_card(a, base))
                      for a in await _listed(raw, everyone=public) if a.listed]
-            await _json(send, 200, {"agents": cards})
+            await json_answer(send, 200, {"agents": cards})
             return
         if match is None:
             raise NotFound(f"No A2A endpoint at {path}.")
         slug = match["slug"]
         if match["card"]:
             if method not in ("GET", "HEAD"):
-                await _json(send, 405, {"error": "Use GET for an agent card."},
+                await json_answer(send, 405, {"error": "Use GET for an agent card."},
                             [(b"allow", b"GET")])
                 return
             if not settings.GAIA_A2A_PUBLIC_CARDS:
                 await turns.authorize(raw_key=raw)
             agent = await _card_agent(raw, slug)
-            await _json(send, 200, agent_card_to_dict(agent_card(agent, _base_url(scope))))
+            await json_answer(send, 200, agent_card_to_dict(agent_card(agent, _base_url(scope))))
             return
         if method != "POST":
-            await _json(send, 405, {"jsonrpc": "2.0", "id": None, "error": {
+            await json_answer(send, 405, {"jsonrpc": "2.0", "id": None, "error": {
                 "code": -32600, "message": "A2A's JSON-RPC binding takes POST."}},
                 [(b"allow", b"POST")])
             return
@@ -199,7 +150,7 @@ async def _serve(scope: dict[str, Any], receive: Any, send: Any, raw: str | None
         if isinstance(agent, str):  # auto, team/...: not an A2A agent
             raise NotFound(f"No agent '{slug}'.")
     except GaiaError as exc:
-        await _refuse(send, exc)
+        await jsonrpc_refuse(send, exc)
         return
     request = Request({**scope, "gaia.key": key, "gaia.agent": agent, "gaia.slug": slug,
                        "gaia.refusal": refusal}, receive)

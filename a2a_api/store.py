@@ -15,7 +15,8 @@ from django.db.models import F
 from django.utils import timezone
 
 from a2a_api.models import Task
-from agents.models import Message
+from agents.models import Message, Thread
+from agents.services import thread_kill
 
 MAX_PAGE = 100
 
@@ -111,8 +112,6 @@ def task_list(*, api_key: Any, agent: Any, context_id: str = "", state: str = ""
 def task_cancel(*, task_id: str, api_key: Any) -> tuple[Snapshot | None, bool]:
     """``(task, cancelled now)``: a task still running is marked canceled and its thread's turn
     stopped wherever it runs (the operators' kill, :func:`agents.services.thread_kill`)."""
-    from agents.services import thread_kill
-
     found = task_get(task_id=task_id, api_key=api_key)
     if found is None or found.task.done:
         return found, False
@@ -125,8 +124,6 @@ def task_cancel(*, task_id: str, api_key: Any) -> tuple[Snapshot | None, bool]:
 
 
 def thread_of_key(*, thread_id: str, api_key: Any) -> bool:
-    from agents.models import Thread
-
     pk = _uuid(thread_id)
     return pk is not None and Thread.objects.filter(pk=pk, api_key=api_key).exists()
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import logging
 import re
 import time
 import uuid
@@ -36,8 +35,7 @@ from mcp.server.lowlevel.server import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
 from agents import turns
-from agents.http.authentication import key_prefix, raw_api_key
-from agents.infra import metrics
+from agents.http.jsonrpc import counted, jsonrpc_refuse
 from agents.kernel import llm
 from agents.kernel.exceptions import AgentNotFound, GaiaError
 from agents.models import Agent
@@ -47,7 +45,6 @@ TOOL_PREFIX = "ask_"
 _OUTSIDE_NAME = re.compile(r"[^A-Za-z0-9_.-]")
 PROGRESS_SECONDS = 1.0
 _KEY_SCOPE = "gaia.raw_key"  # where mcp_application leaves the request's key for the handlers
-access_log = logging.getLogger("gaia.access")
 
 INPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -286,26 +283,6 @@ class _Manager:
 _manager = _Manager()
 
 
-async def _refuse(send: Any, exc: GaiaError) -> None:
-    """A request refused before the protocol: the HTTP status, a JSON-RPC error body."""
-    body = json.dumps({"jsonrpc": "2.0", "id": None,
-                       "error": {"code": -32001, "message": exc.message}}).encode()
-    headers = [(b"content-type", b"application/json"),
-               (b"content-length", str(len(body)).encode())]
-    if exc.status == 401:
-        headers.append((b"www-authenticate", b"Bearer"))
-    if exc.retry_after is not None:
-        headers.append((b"retry-after", str(exc.retry_after).encode()))
-    await send({"type": "http.response.start", "status": exc.status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
-
-
-class _Headers:
-    def __init__(self, scope: dict[str, Any]) -> None:
-        self.headers = {k.decode("latin-1").lower(): v.decode("latin-1")
-                        for k, v in scope.get("headers", [])}
-
-
 async def _cancels_taken(key: Any, receive: Any, send: Any) -> Any:
     """The request's body read (``BodyLimit`` bounded it); a ``notifications/cancelled`` is
     sent to every process (:func:`_cancel_local`) and answered 202 here, anything else goes
@@ -323,9 +300,8 @@ async def _cancels_taken(key: Any, receive: Any, send: Any) -> Any:
         with contextlib.suppress(ValueError, AttributeError, TypeError):
             note = json.loads(body)
             if note.get("method") == "notifications/cancelled" and "id" not in note:
-                request = (note.get("params") or {}).get("requestId")
-                realtime.send_control("mcp_call_cancel", key=str(getattr(key, "pk", "")),
-                                      request=json.dumps(request))
+                named = _call_key(key, (note.get("params") or {}).get("requestId"))
+                realtime.send_control("mcp_call_cancel", key=named[0], request=named[1])
                 await send({"type": "http.response.start", "status": 202, "headers": []})
                 await send({"type": "http.response.body", "body": b""})
                 return None
@@ -341,32 +317,20 @@ async def _cancels_taken(key: Any, receive: Any, send: Any) -> Any:
     return again
 
 
-async def mcp_application(scope: dict[str, Any], receive: Any, send: Any) -> None:
+@counted("mcp")
+async def mcp_application(scope: dict[str, Any], receive: Any, send: Any, raw: str | None
+                          ) -> None:
     """ASGI for ``/mcp``: the key checked (401 before any protocol work), then the SDK. Each
     request is counted in ``gaia_requests_total{route="mcp"}`` and logged on ``gaia.access``
     (its turns are counted where every turn is, as it ends)."""
-    started, status = time.perf_counter(), [0]
-
-    async def counted_send(message: dict[str, Any]) -> None:
-        if message["type"] == "http.response.start":
-            status[0] = message["status"]
-        await send(message)
-
-    raw = raw_api_key(_Headers(scope))
     try:
-        try:
-            key, _ = await turns.authorize(raw_key=raw)
-        except GaiaError as exc:
-            await _refuse(counted_send, exc)
+        key, _ = await turns.authorize(raw_key=raw)
+    except GaiaError as exc:
+        await jsonrpc_refuse(send, exc, code=-32001)
+        return
+    if scope.get("method") == "POST":
+        receive = await _cancels_taken(key, receive, send)
+        if receive is None:
             return
-        if scope.get("method") == "POST":
-            receive = await _cancels_taken(key, receive, counted_send)
-            if receive is None:
-                return
-        manager = await _manager.get()
-        await manager.handle_request({**scope, _KEY_SCOPE: raw}, receive, counted_send)
-    finally:
-        seconds = time.perf_counter() - started
-        metrics.request_done("mcp", "", status[0], seconds, None)
-        access_log.info("%s %s %s key_prefix=%s duration_ms=%.1f", scope.get("method"),
-                        scope.get("path"), status[0], key_prefix(raw) or "-", seconds * 1000)
+    manager = await _manager.get()
+    await manager.handle_request({**scope, _KEY_SCOPE: raw}, receive, send)
