@@ -3,7 +3,7 @@
 from django.urls import path, re_path
 
 from agents import apis
-from agents.apis import console, organism, tools, usage
+from agents.apis import console, organism, spend, tools, usage
 
 app_name = "operator"
 
@@ -42,6 +42,9 @@ urlpatterns = [
     path("providers/<str:name>", console.ProviderDetailApi.as_view(), name="provider-detail"),
     path("providers/<str:name>/test", console.ProviderTestApi.as_view(), name="provider-test"),
     path("audit", console.AuditListApi.as_view(), name="audit-list"),
+    path("budgets", spend.BudgetListApi.as_view(), name="budget-list"),
+    path("budgets/<int:budget_id>", spend.BudgetDetailApi.as_view(), name="budget-detail"),
+    path("prices", spend.PriceListApi.as_view(), name="price-list"),
     path("usage", usage.UsageApi.as_view(), name="usage"),
     re_path(r"^[\s\S]*$", apis.ApiNotFoundApi.as_view()),
 ]

@@ -17,6 +17,7 @@ OPENAI_TYPES = {
     "conflict": "invalid_request_error",
     "request_too_large": "invalid_request_error",
     "rate_limit": "rate_limit_error",
+    "insufficient_quota": "insufficient_quota",
     "upstream": "server_error",
     "timeout": "server_error",
     "overloaded": "server_error",
@@ -31,6 +32,7 @@ ANTHROPIC_TYPES = {
     "conflict": "invalid_request_error",
     "request_too_large": "request_too_large",
     "rate_limit": "rate_limit_error",
+    "insufficient_quota": "insufficient_quota",  # a 429: the SDKs' RateLimitError
     "upstream": "api_error",
     "timeout": "timeout_error",
     "overloaded": "overloaded_error",

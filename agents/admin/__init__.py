@@ -276,7 +276,7 @@ class ApiKeyForm(forms.ModelForm):
     class Meta:
         model = ApiKey
         fields = ["name", "owner", "scopes", "agents", "expires_at", "requests_per_minute",
-                  "users_across_keys", "hosted_tools"]
+                  "tokens_per_minute", "users_across_keys", "hosted_tools", "budget_exempt"]
 
     scopes = forms.MultipleChoiceField(
         choices=ApiKey.Scope.choices, initial=[ApiKey.Scope.CHAT],
@@ -286,9 +286,19 @@ class ApiKeyForm(forms.ModelForm):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.fields["hosted_tools"].required = False  # left out: the default, drop
+        self.fields["tokens_per_minute"].required = False  # left out: no limit
 
     def clean_hosted_tools(self) -> str:
         return self.cleaned_data.get("hosted_tools") or "drop"
+
+    def clean_tokens_per_minute(self) -> int:
+        return self.cleaned_data.get("tokens_per_minute") or 0
+
+    @property
+    def changed_data(self) -> list[str]:
+        # left out is the default (0), not a change
+        return [f for f in super().changed_data if f != "tokens_per_minute" or
+                self.cleaned_data.get(f, 0) != self.initial.get(f, 0)]
 
 
 @admin.action(description="Revoke selected keys")
@@ -323,6 +333,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
             name=obj.name, scopes=list(form.cleaned_data.get("scopes") or []),
             owner=obj.owner, expires_at=obj.expires_at,
             requests_per_minute=obj.requests_per_minute,
+            tokens_per_minute=obj.tokens_per_minute, budget_exempt=obj.budget_exempt,
             users_across_keys=obj.users_across_keys,
             hosted_tools=obj.hosted_tools,
             actor=services.audit_actor_of_request(request, channel="admin"),
@@ -432,4 +443,5 @@ class ApprovalAdmin(admin.ModelAdmin):
 
 
 # MCP servers' and A2A agents' pages, registered by importing them
+from agents.admin.spend import BudgetForm  # noqa: E402, F401
 from agents.admin.tools import A2aAgentForm, McpServerForm  # noqa: E402, F401

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from asgiref.sync import async_to_sync
 from drf_spectacular.utils import extend_schema
-from rest_framework import exceptions, serializers, status
+from rest_framework import serializers, status
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -20,7 +20,7 @@ from rest_framework.response import Response
 from agents import selectors, services
 from agents.apis import OperatorApi
 from agents.backends import backend_probe
-from agents.http.authentication import StaffSessionAuthentication, note, raw_api_key
+from agents.http.authentication import AdminKeyAuthentication, StaffSessionAuthentication, note
 from agents.http.rest import (
     GaiaApi,
     PaginationFilter,
@@ -34,27 +34,25 @@ from agents.models import Agent, ApiKey, AuditEvent, Provider
 
 
 class IsStaff(BasePermission):
-    message = "Keys and providers are managed by staff: this needs a staff session."
+    message = ("Keys, providers, prices and budgets are managed by staff: this needs a staff "
+               "session or a key with the 'admin' scope.")
     code = "staff_required"
 
     def has_permission(self, request: Request, view: object) -> bool:
+        if isinstance(request.auth, ApiKey):  # authenticated for the admin scope
+            return True
         user = request.user
         return bool(user and user.is_authenticated and user.is_active and user.is_staff)
 
 
 class StaffApi(GaiaApi):
-    authentication_classes = [StaffSessionAuthentication]
+    authentication_classes = [AdminKeyAuthentication, StaffSessionAuthentication]
     permission_classes = [IsStaff]
 
     def get_authenticate_header(self, request: Request) -> str:
         # no credentials: a 401 as on every other route (then a key gets 403 staff_required)
         return 'Bearer realm="gaia"'
 
-    def permission_denied(self, request: Request, message: str | None = None,
-                          code: str | None = None) -> None:
-        if raw_api_key(request) is not None:  # a key is no credential here, whatever scope
-            raise exceptions.PermissionDenied(IsStaff.message, code=IsStaff.code)
-        super().permission_denied(request, message=message, code=code)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -75,6 +73,8 @@ class KeyOutput(serializers.Serializer):
     revoked_at = serializers.CharField(allow_null=True)
     last_used_at = serializers.CharField(allow_null=True)
     requests_per_minute = serializers.IntegerField(help_text="0: unlimited.")
+    tokens_per_minute = serializers.IntegerField(help_text="0: unlimited.")
+    budget_exempt = serializers.BooleanField(help_text="Exempt from every budget (staff only).")
     users_across_keys = serializers.BooleanField(
         help_text="Trusted to speak for users across keys: the users it names are everyone's "
         "(their memory is shared by every trusted key). False: a user it names is its own.")
@@ -88,12 +88,16 @@ class KeyCreatedOutput(KeyOutput):
 class KeyInput(StrictSerializer):
     name = serializers.CharField(max_length=200)
     scopes = serializers.ListField(child=serializers.ChoiceField(choices=ApiKey.Scope.values),
-                                   min_length=1, max_length=3)
+                                   min_length=1, max_length=5)
     agents = serializers.ListField(child=serializers.CharField(max_length=100), required=False,
                                    max_length=1000, help_text="Agent slugs; empty: every agent.")
     expires_at = serializers.DateTimeField(required=False, allow_null=True)
     requests_per_minute = serializers.IntegerField(required=False, min_value=0,
                                                    max_value=1_000_000)
+    tokens_per_minute = serializers.IntegerField(required=False, min_value=0,
+                                                 max_value=2_000_000_000)
+    budget_exempt = serializers.BooleanField(
+        required=False, help_text="Exempt from every budget (staff only; default false).")
     users_across_keys = serializers.BooleanField(
         required=False, help_text="Trust it to speak for users across keys (default false).")
 
@@ -136,6 +140,8 @@ class KeyListApi(StaffApi):
             name=data["name"], scopes=data["scopes"], agents=_agents_named(data.get("agents")),
             owner=request.user, expires_at=data.get("expires_at"),
             requests_per_minute=data.get("requests_per_minute", 0),
+            tokens_per_minute=data.get("tokens_per_minute", 0),
+            budget_exempt=data.get("budget_exempt", False),
             users_across_keys=data.get("users_across_keys", False),
             actor=services.audit_actor_of_request(request))
         note(request, created_key=key.prefix)
@@ -149,7 +155,7 @@ class KeyListApi(StaffApi):
 class KeyUpdateInput(KeyInput):
     name = serializers.CharField(max_length=200, required=False)
     scopes = serializers.ListField(child=serializers.ChoiceField(choices=ApiKey.Scope.values),
-                                   min_length=1, max_length=3, required=False)
+                                   min_length=1, max_length=5, required=False)
 
 
 class KeyDetailApi(StaffApi):

@@ -25,6 +25,9 @@ class UsageFigures(serializers.Serializer):
     requests = serializers.IntegerField(help_text="Finished turns (failed ones too).")
     input_tokens = serializers.IntegerField()
     output_tokens = serializers.IntegerField()
+    cost_usd = serializers.CharField(help_text="What the priced turns cost, USD (a decimal).")
+    unpriced_requests = serializers.IntegerField(
+        help_text="Turns that used tokens of a model with no known price (not in cost_usd).")
     errors = serializers.DictField(
         child=serializers.IntegerField(),
         help_text="Failed turns by kind: error, client_disconnected, interrupted, killed.")

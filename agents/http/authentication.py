@@ -69,6 +69,20 @@ class OperatorKeyAuthentication(ApiKeyAuthentication):
     scope = ApiKey.Scope.OPERATOR
 
 
+class AdminKeyAuthentication(ApiKeyAuthentication):
+    """A key with the ``admin`` scope: what a staff session may do, for provisioning scripts."""
+
+    scope = ApiKey.Scope.ADMIN
+
+    def authenticate(self, request: Request) -> tuple[Any, ApiKey] | None:
+        try:
+            return super().authenticate(request)
+        except PermissionDenied:
+            raise PermissionDenied(
+                "Keys, providers, prices and budgets are managed by staff: this needs a staff "
+                "session or a key with the 'admin' scope.", code="staff_required") from None
+
+
 class BenchmarksKeyAuthentication(ApiKeyAuthentication):
     """A key with the ``benchmarks`` scope, or the ``operator`` one (operators steer runs and
     make suites from the conversations they watch)."""

@@ -83,6 +83,15 @@ class RateLimited(GaiaError):
     default_code = "rate_limit_exceeded"
 
 
+class QuotaExceeded(GaiaError):
+    """A budget would be exceeded (agents.services.budgets): 429 ``insufficient_quota``, as
+    OpenAI answers a spent quota; ``Retry-After`` until the budget's period resets."""
+
+    status = 429
+    kind = "insufficient_quota"
+    default_code = "insufficient_quota"
+
+
 class BackendError(GaiaError):
     """The provider failed (unreachable, 5xx, bad credentials, malformed reply)."""
 

@@ -36,6 +36,11 @@ from agents.models.knowledge import (
 from agents.models.memory import (
     Memory,
 )
+from agents.models.spend import (
+    Budget,
+    BudgetHold,
+    ModelPrice,
+)
 from agents.models.threads import (
     AgentMessageTally,
     Approval,
@@ -58,6 +63,9 @@ __all__ = [
     "AgentFallback",
     "ApiKey",
     "AuditEvent",
+    "Budget",
+    "BudgetHold",
+    "ModelPrice",
     "Approval",
     "BUILTIN_TOOLS",
     "ConfigStamp",

@@ -29,6 +29,11 @@ class AuditEvent(models.Model):
         PROVIDER_CREATE = "provider_create"
         PROVIDER_UPDATE = "provider_update"
         PROVIDER_TEST = "provider_test"
+        PRICE_SET = "price_set"
+        PRICE_DELETE = "price_delete"
+        BUDGET_CREATE = "budget_create"
+        BUDGET_UPDATE = "budget_update"
+        BUDGET_DELETE = "budget_delete"
 
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     actor = models.CharField(max_length=320, help_text="user:<name> or key:<name> (<prefix>).")

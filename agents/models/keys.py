@@ -16,6 +16,9 @@ class ApiKey(models.Model):
         OPERATOR = "operator", "operator (watch and control)"
         BENCHMARKS = "benchmarks", "benchmarks (queue runs)"
         METRICS = "metrics", "metrics (Prometheus scrapes /metrics)"
+        # What a staff session may do over /api/v1 (keys, providers, prices, budgets, audit);
+        # given only by staff or the CLI, never by a key.
+        ADMIN = "admin", "admin (provisioning: what staff may do over /api/v1)"
 
     name = models.CharField(max_length=200)
     prefix = models.CharField(max_length=32, unique=True, editable=False)
@@ -31,6 +34,11 @@ class ApiKey(models.Model):
     revoked_at = models.DateTimeField(null=True, blank=True)
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
     requests_per_minute = models.PositiveIntegerField(default=0, help_text="0 = unlimited.")
+    tokens_per_minute = models.PositiveIntegerField(
+        default=0, help_text="Input and output tokens a minute; 0 = unlimited.")
+    budget_exempt = models.BooleanField(
+        default=False, help_text="Exempt from every budget (staff only, audited). Off: the "
+        "key's turns count against every budget that applies, whatever its scopes.")
     hosted_tools = models.CharField(
         max_length=10, default="drop", choices=HOSTED_POLICIES,
         help_text=HOSTED_HELP + " Refused if the key or the agent says refuse.")

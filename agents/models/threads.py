@@ -127,6 +127,12 @@ class Message(models.Model):
     input_tokens = models.PositiveIntegerField(null=True, blank=True)
     output_tokens = models.PositiveIntegerField(null=True, blank=True)
     usage_estimated = models.BooleanField(default=False)
+    # What the turn cost in USD, by the price its source names (agents.services.prices);
+    # null: no price is known for its model (cost_source says "unknown"), never a silent 0.
+    # Both nullable without a default: SQLite adds such a column in place, where any other
+    # would remake the table, and a remade table loses its FTS and tally triggers.
+    cost = models.DecimalField(max_digits=20, decimal_places=9, null=True, blank=True)
+    cost_source = models.CharField(max_length=60, null=True, blank=True)  # noqa: DJ001
     finish_reason = models.CharField(max_length=40, blank=True)
     error = models.TextField(blank=True, help_text="Why this reply failed, if it did.")
     note = models.CharField(

@@ -84,6 +84,10 @@ class UsageBucket(models.Model):
     requests = models.BigIntegerField(default=0, db_default=0)
     input_tokens = models.BigIntegerField(default=0, db_default=0)
     output_tokens = models.BigIntegerField(default=0, db_default=0)
+    cost_nanos = models.BigIntegerField(default=0, db_default=0,
+                                        help_text="The priced turns' cost, nano-dollars.")
+    unpriced = models.BigIntegerField(default=0, db_default=0,
+                                      help_text="Turns with tokens whose price is unknown.")
 
     class Meta:
         constraints = [

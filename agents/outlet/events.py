@@ -56,6 +56,12 @@ realtime.event_types_declare({
                            "arguments", "expires_at"),
     "approval_decided": ("approval_id", "agent", "thread_id", "call_id", "tool", "decision",
                          "decided_by", "reason"),
+    # a budget's spend reached its soft threshold (once a period), or a turn was refused
+    # because it would exceed the budget / spend reached the limit (once a period)
+    "budget_threshold": ("budget", "scope", "target", "unit", "limit", "spent", "period_start",
+                         "agent"),
+    "budget_exceeded": ("budget", "scope", "target", "unit", "limit", "spent", "period_start",
+                        "agent"),
     # /v1/embeddings answered (or failed: error) for an agent: no thread, a usage row
     "embeddings": ("agent", "key", "model", "provider", "inputs", "input_tokens",
                    "latency_ms", "error"),
@@ -214,3 +220,15 @@ def approval_decided(approval: Any) -> dict[str, Any]:
                           call_id=approval.call_id or None, tool=approval.tool,
                           decision=approval.status,
                           decided_by=approval.decided_by or None, reason=approval.reason or None)
+
+
+# -- budgets -------------------------------------------------------------------------------
+
+
+def budget_signal(kind: str, *, rule: Any, spent: int, period_start: Any) -> dict[str, Any]:
+    """``budget_threshold`` or ``budget_exceeded`` for the budget ``rule``
+    (:class:`agents.selectors.budgets.BudgetRule`); money in USD, as a string."""
+    return realtime.event(kind, budget=rule.name, scope=rule.scope, target=rule.target,
+                          unit=rule.unit, limit=rule.amount_public(rule.limit),
+                          spent=rule.amount_public(spent), period_start=period_start,
+                          agent=rule.agent_slug or None)

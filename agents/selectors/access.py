@@ -22,6 +22,9 @@ class _AccessCache:
     agents: dict[str, Agent] = field(default_factory=dict)
     keys_loaded: bool = False  # every key is in ``keys``: a prefix not there is unknown
     organism: OrganismState | None = None  # read once per stamp (organism_state_cached)
+    # (provider name, model) -> agents.services.prices.Price or None (unknown)
+    prices: dict[tuple[str, str], Any] = field(default_factory=dict)
+    budgets: list[Any] | None = None  # agents.selectors.budgets.BudgetRule, read once
 
 
 @dataclass(frozen=True)
@@ -102,6 +105,14 @@ def access_cache_drop() -> None:
     global _access
     with _access_lock:
         _access = _AccessCache(version="<dropped>")
+
+
+def access_cache_latest() -> _AccessCache:
+    """The cache as of the stamp this process read last: every request reads the stamp
+    before its turn opens, so what a turn reads here is current without a query. Read
+    afresh if the cache was never read or was dropped."""
+    cache = _access
+    return access_cache() if (cache.version or "").startswith("<") else cache
 
 
 def access_cache_current(version: str | None) -> _AccessCache | None:

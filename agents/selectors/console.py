@@ -69,6 +69,7 @@ def key_public(key: ApiKey) -> dict[str, Any]:
         "agents": sorted(a.slug for a in key.agents.all()),
         "expires_at": iso(key.expires_at), "revoked_at": iso(key.revoked_at),
         "last_used_at": iso(key.last_used_at), "requests_per_minute": key.requests_per_minute,
+        "tokens_per_minute": key.tokens_per_minute, "budget_exempt": key.budget_exempt,
         "users_across_keys": key.users_across_keys, "created_at": iso(key.created_at),
     }
 

@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from agents.kernel.exceptions import InvalidRequest, NotFound
 from agents.models import Agent, ApiKey, UsageBucket
+from agents.models.spend import dollars_of
 from agents.models.usage import (
     BINS,
     DURATION_COLUMNS,
@@ -30,7 +31,8 @@ RANGES = {"1h": (timedelta(hours=1), 60), "1d": (timedelta(days=1), 900),
 BUCKETS = {"1m": 60, "5m": 300, "15m": 900, "1h": 3600, "6h": 21600, "1d": 86400}
 MAX_POINTS = 2000
 PERCENTILES = (50, 95)
-_SUMS = ["requests", "input_tokens", "output_tokens", *TTFT_COLUMNS, *DURATION_COLUMNS]
+_SUMS = ["requests", "input_tokens", "output_tokens", *TTFT_COLUMNS, *DURATION_COLUMNS,
+         "cost_nanos", "unpriced"]
 
 
 @dataclass(frozen=True)
@@ -138,6 +140,7 @@ class _Acc:
         s = self.sums
         return {
             "requests": int(s[0]), "input_tokens": int(s[1]), "output_tokens": int(s[2]),
+            "cost_usd": str(dollars_of(int(s[-2]))), "unpriced_requests": int(s[-1]),
             "errors": dict(sorted(self.errors.items())),
             "ttft_ms": _percentiles(s[_TTFT]),
             "duration_ms": _percentiles(s[_DURATION]),

@@ -12,6 +12,8 @@ from agents.services.api_keys import (
     api_key_revoke,
     api_key_throttle,
     api_key_update,
+    counter_add,
+    counter_read,
     request_authorize,
 )
 from agents.services.approvals import (
@@ -30,6 +32,15 @@ from agents.services.audit import (
     audit_actor,
     audit_actor_of_request,
     audit_record,
+)
+from agents.services.budgets import (
+    Held,
+    Holds,
+    budget_delete,
+    budget_holds_sweep,
+    budget_reserve,
+    budget_save,
+    budget_settle,
 )
 from agents.services.config import (
     AGENT_FIELDS,
@@ -69,6 +80,14 @@ from agents.services.organism import (
     STOP_GRACE_SECONDS,
     organism_running_turns_kill,
     organism_set_stopped,
+)
+from agents.services.prices import (
+    Price,
+    price_delete,
+    price_lookup,
+    price_of,
+    price_set,
+    turn_cost,
 )
 from agents.services.providers import (
     provider_save,
@@ -133,6 +152,21 @@ __all__ = [
     "api_key_recheck",
     "api_key_revoke",
     "api_key_throttle",
+    "counter_add",
+    "counter_read",
+    "Held",
+    "Holds",
+    "budget_delete",
+    "budget_holds_sweep",
+    "budget_reserve",
+    "budget_save",
+    "budget_settle",
+    "Price",
+    "price_delete",
+    "price_lookup",
+    "price_set",
+    "price_of",
+    "turn_cost",
     "api_key_update",
     "Actor",
     "actor_label",

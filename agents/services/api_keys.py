@@ -54,9 +54,13 @@ def api_key_create(
     users_across_keys: bool = False,
     hosted_tools: str = "drop",
     actor: Actor | None = None,
+    tokens_per_minute: int = 0,
+    budget_exempt: bool = False,
 ) -> tuple[ApiKey, str]:
     """Create a key and return it with its secret, which is not stored and never shown again.
-    ``users_across_keys``: trusted to speak for users across keys (see the field)."""
+    ``users_across_keys``: trusted to speak for users across keys (see the field). The
+    ``admin`` scope and ``budget_exempt`` only from staff (:data:`STAFF_ONLY`)."""
+    _staff_only_check(actor, scopes=scopes, budget_exempt=budget_exempt)
     prefix = KEY_PREFIX + secrets.token_hex(4)
     secret = f"{prefix}_{secrets.token_urlsafe(32)}"
     key = ApiKey(
@@ -67,6 +71,8 @@ def api_key_create(
         scopes=scopes if scopes is not None else [ApiKey.Scope.CHAT],
         expires_at=expires_at,
         requests_per_minute=requests_per_minute,
+        tokens_per_minute=tokens_per_minute,
+        budget_exempt=budget_exempt,
         users_across_keys=users_across_keys,
         hosted_tools=hosted_tools,
     )
@@ -76,12 +82,13 @@ def api_key_create(
         key.agents.set(agents)
     audit_record(actor=actor, action="key_create", target=f"key:{prefix}",
                  detail={"name": name, "scopes": key.scopes,
-                         "users_across_keys": key.users_across_keys})
+                         "users_across_keys": key.users_across_keys,
+                         **({"budget_exempt": True} if budget_exempt else {})})
     return key, secret
 
 
-KEY_EDITABLE = ("name", "scopes", "expires_at", "requests_per_minute", "users_across_keys",
-                "hosted_tools")
+KEY_EDITABLE = ("name", "scopes", "expires_at", "requests_per_minute", "tokens_per_minute",
+                "users_across_keys", "hosted_tools", "budget_exempt")
 
 
 @transaction.atomic
@@ -93,6 +100,11 @@ def api_key_update(*, key: ApiKey, fields: dict[str, Any], agents: list[Agent] |
     if key.revoked:
         raise Conflict("This key is revoked; make a new one.", code="key_revoked")
     changed = sorted(k for k in fields if k in KEY_EDITABLE and getattr(key, k) != fields[k])
+    if "budget_exempt" in changed or ("scopes" in changed and ApiKey.Scope.ADMIN in (
+            set(fields["scopes"]) - set(key.scopes or []))):
+        _staff_only_check(actor, scopes=fields.get("scopes"),
+                          budget_exempt=bool(fields.get("budget_exempt")) or
+                          "budget_exempt" in changed)
     for name in changed:
         setattr(key, name, fields[name])
     key.full_clean()
@@ -119,6 +131,24 @@ def api_key_revoke(*, key: ApiKey, actor: Actor | None = None) -> None:
 
 
 
+# What an admin key may do besides: what a staff session may (watch and steer, queue runs).
+ADMIN_IMPLIES = (ApiKey.Scope.OPERATOR, ApiKey.Scope.BENCHMARKS)
+# What only staff (a session, the admin, the CLI) may give a key; never another key, which
+# could otherwise make itself a successor with more than it was given.
+STAFF_ONLY = "An admin key or a budget exemption is given only by staff or the CLI."
+
+
+def _staff_only_check(actor: Actor | None, *, scopes: list[str] | None,
+                      budget_exempt: bool) -> None:
+    if not (budget_exempt or ApiKey.Scope.ADMIN in (scopes or [])):
+        return
+    if actor is None or actor.channel == "system":
+        return  # the CLI, Gaia itself
+    user = actor.user
+    if actor.api_key is not None or user is None or not getattr(user, "is_staff", False):
+        raise PermissionDenied(STAFF_ONLY, code="staff_required")
+
+
 class NeedsDatabase(Exception):
     """A cache-only authorization (:func:`request_authorize` with ``cached_only``) needs the
     database: a key or agent not in memory, a ``last_used_at`` to write, or a shared
@@ -132,7 +162,8 @@ def _api_key_usable(key: ApiKey, scope: str, now: Any) -> None:
         raise AuthenticationFailed("This API key has been revoked.")
     if key.expires_at is not None and key.expires_at <= now:
         raise AuthenticationFailed("This API key has expired.")
-    if scope not in (key.scopes or []):
+    held = key.scopes or []
+    if scope not in held and not (ApiKey.Scope.ADMIN in held and scope in ADMIN_IMPLIES):
         # str(): a Scope member's repr is "ApiKey.Scope.CHAT", not what a client sends
         raise PermissionDenied(
             f"This API key does not have the '{str(scope)}' scope.", code="insufficient_scope"
@@ -188,6 +219,10 @@ def _throttle_is_local() -> bool:
 # INCR, and the window's expiry on its first count: one round trip, atomic.
 _INCR_SCRIPT = ("local n = redis.call('INCR', KEYS[1]) "
                 "if n == 1 then redis.call('EXPIRE', KEYS[1], ARGV[1]) end return n")
+# INCRBY (a turn's tokens, ApiKey.tokens_per_minute), with the window's expiry: one round trip.
+_INCRBY_SCRIPT = ("local n = redis.call('INCRBY', KEYS[1], ARGV[2]) "
+                  "if n == tonumber(ARGV[2]) then redis.call('EXPIRE', KEYS[1], ARGV[1]) end "
+                  "return n")
 
 
 class _SharedCounter:
@@ -206,14 +241,29 @@ class _SharedCounter:
     def __init__(self) -> None:
         self.backend = caches.create_connection("default")
         self.incr: Any = None
+        self.incrby: Any = None
         if not isinstance(self.backend, LocMemCache):
             client = self.backend._cache.get_client(write=True)
             self.incr = client.register_script(_INCR_SCRIPT)
+            self.incrby = client.register_script(_INCRBY_SCRIPT)
 
     def count(self, cache_key: str) -> int:
         if self.incr is None:
             return _count(self.backend, cache_key)
         return int(self.incr(keys=[self.backend.make_key(cache_key)], args=[70]))
+
+    def add(self, cache_key: str, amount: int) -> int:
+        if self.incrby is None:
+            if self.backend.add(cache_key, amount, timeout=70):
+                return amount
+            return self.backend.incr(cache_key, amount)
+        return int(self.incrby(keys=[self.backend.make_key(cache_key)], args=[70, amount]))
+
+    def read(self, cache_key: str) -> int:
+        if self.incrby is None:
+            return int(self.backend.get(cache_key) or 0)
+        value = self.backend._cache.get_client().get(self.backend.make_key(cache_key))
+        return int(value or 0)
 
 
 _shared: _SharedCounter | None = None
@@ -239,6 +289,26 @@ def _count(counter: Any, cache_key: str) -> int:
     except ValueError:  # expired between add and incr
         counter.add(cache_key, 1, timeout=70)
         return 1
+
+
+def counter_read(cache_key: str) -> int:
+    """A shared counter's value (0: none); 0 while the shared cache is down (a looser
+    limit, as for requests per minute, rather than refusing)."""
+    try:
+        return _shared_counter().read(cache_key)
+    except Exception:
+        log.warning("a shared counter could not be read", exc_info=True)
+        return int(_local_counts.get(cache_key) or 0)
+
+
+def counter_add(cache_key: str, amount: int) -> None:
+    """Add ``amount`` to a shared counter of the current minute (kept 70 s)."""
+    try:
+        _shared_counter().add(cache_key, amount)
+    except Exception:
+        log.warning("a shared counter could not be written", exc_info=True)
+        if not _local_counts.add(cache_key, amount, timeout=70):
+            _local_counts.incr(cache_key, amount)
 
 
 def api_key_throttle(*, key: ApiKey) -> None:

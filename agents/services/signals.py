@@ -11,7 +11,9 @@ from agents.models import (
     Agent,
     AgentFallback,
     ApiKey,
+    Budget,
     McpServer,
+    ModelPrice,
     Provider,
     RoutingPolicy,
     Team,
@@ -28,8 +30,8 @@ def _changed(sender: Any, **kwargs: Any) -> None:
 
 
 def connect() -> None:
-    for model in (A2aAgent, Agent, AgentFallback, ApiKey, McpServer, Provider, RoutingPolicy, Team,
-                  TeamMember):
+    for model in (A2aAgent, Agent, AgentFallback, ApiKey, Budget, McpServer, ModelPrice, Provider,
+                  RoutingPolicy, Team, TeamMember):
         post_save.connect(_changed, sender=model, dispatch_uid=f"config-{model.__name__}-save")
         post_delete.connect(_changed, sender=model, dispatch_uid=f"config-{model.__name__}-del")
     m2m_changed.connect(_changed, sender=ApiKey.agents.through, dispatch_uid="config-key-agents")

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import uuid
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -19,8 +20,10 @@ from agents.kernel.exceptions import NotFound
 from agents.models import Agent, ApiKey, Message, Thread
 from agents.outlet import events, realtime
 from agents.selectors.history import FAILED_FINISHES  # noqa: F401 - services re-export it
+from agents.services.budgets import Holds, budget_settle
 from agents.services.digests import digest_chain
 from agents.services.leases import lease_free, thread_record_abandoned
+from agents.services.prices import cost_decimal, turn_cost
 from agents.services.turn_statements import (
     NotOneStatement,
     single_statements,
@@ -29,6 +32,8 @@ from agents.services.turn_statements import (
     turn_finish_one,
 )
 from agents.services.usage import UsageTurn, usage_error_kind, usage_record
+
+log = logging.getLogger("gaia.threads")
 
 
 @dataclass
@@ -294,6 +299,8 @@ class TurnResult:
     input_tokens: int = 0
     output_tokens: int = 0
     usage_estimated: bool = False
+    # What it cost, nano-dollars (None: its model has no known price), set when it is stored
+    cost_nanos: int | None = 0
     latency_ms: int | None = None
     ttft_ms: int | None = None
     error: str = ""
@@ -322,15 +329,34 @@ class TurnResult:
 
 
 def thread_turn_finish(
-    *, start: TurnStart, result: TurnResult, dialect: str, busy_with: Any = None
+    *, start: TurnStart, result: TurnResult, dialect: str, busy_with: Any = None,
+    price_provider: str = "", holds: Holds | None = None,
 ) -> None:
-    """Store the assistant's reply (partial and failed ones too), update the thread and
-    release the lease. Two writes while the lease is held; a lease that expired meanwhile
-    still gets its reply stored, after the thread's current last message.
+    """Store the assistant's reply (partial and failed ones too) with what it cost, update
+    the thread and release the lease. Two writes while the lease is held; a lease that
+    expired meanwhile still gets its reply stored, after the thread's current last message.
 
     ``busy_with``: another thread the agent is at work on, if the caller knows one (a turn
-    of its own process); else the database is asked (any process's)."""
+    of its own process); else the database is asked (any process's). ``price_provider``: the
+    provider whose price applies when the result names none (it failed before answering).
+    ``holds``: the turn's budget reservations, settled to what it cost once it is stored."""
     now = timezone.now()
+    result.cost_nanos, cost_source = turn_cost(
+        provider_name=result.provider or price_provider, model=result.model,
+        input_tokens=result.input_tokens, output_tokens=result.output_tokens)
+    _finish(start=start, result=result, dialect=dialect, busy_with=busy_with, now=now,
+            cost_source=cost_source)
+    if holds is not None:
+        try:
+            budget_settle(holds=holds, input_tokens=result.input_tokens,
+                          output_tokens=result.output_tokens, cost_nanos=result.cost_nanos,
+                          now=now)
+        except Exception:  # the reply is stored: its hold expires (GAIA_BUDGET_HOLD_SECONDS)
+            log.exception("could not settle the budgets of turn %s", result.response_id)
+
+
+def _finish(*, start: TurnStart, result: TurnResult, dialect: str, busy_with: Any, now: Any,
+            cost_source: str) -> None:
     reply = llm.Message(
         role="assistant",
         parts=(llm.TextPart(result.text),) if result.text else (),
@@ -357,13 +383,14 @@ def thread_turn_finish(
         update["history_digest"] = digest_chain([reply], start=start.base_digest)[-1]
     row = _reply_row(reply, result, thread_id=start.thread_id, seq=seq, dialect=dialect,
                      agent_id=start.agent_id or None)
+    row.cost, row.cost_source = cost_decimal(result.cost_nanos), cost_source
 
     def usage_of(row: Message) -> UsageTurn:
         return UsageTurn(
             at=row.created_at, agent_id=start.agent_id, key_id=start.key_id, model=result.model,
             error_kind=usage_error_kind(finish_reason=result.finish_reason, error=result.error),
             input_tokens=result.input_tokens, output_tokens=result.output_tokens,
-            ttft_ms=result.ttft_ms, latency_ms=result.latency_ms)
+            ttft_ms=result.ttft_ms, latency_ms=result.latency_ms, cost_nanos=result.cost_nanos)
 
     if single_statements():
         try:

@@ -17,6 +17,7 @@ from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 
 from agents.infra.rows import rows_cursor
 from agents.models import Message, UsageBucket
+from agents.models.spend import nanos_of
 from agents.models.usage import (
     DURATION_COLUMNS,
     SPAN_6H,
@@ -58,6 +59,7 @@ class UsageTurn:
     output_tokens: int
     ttft_ms: int | None
     latency_ms: int | None
+    cost_nanos: int | None = 0  # None: its model has no known price (counted as unpriced)
 
 
 _ROWS_PER_STATEMENT = 500  # SQLite takes 32,766 parameters in a statement; a row has 9 to 12
@@ -110,6 +112,10 @@ def usage_statements(*, turns: Iterable[UsageTurn], full_minutes_only: bool = Fa
                 row["requests"] += 1
                 row["input_tokens"] += t.input_tokens or 0
                 row["output_tokens"] += t.output_tokens or 0
+                if t.cost_nanos:
+                    row["cost_nanos"] = row.get("cost_nanos", 0) + t.cost_nanos
+                elif t.cost_nanos is None:
+                    row["unpriced"] = row.get("unpriced", 0) + 1
                 if ttft is not None:
                     row[ttft] = row.get(ttft, 0) + 1
                 if duration is not None:
@@ -157,7 +163,8 @@ _SHAPE_KEEPS = {UsageBucket.Shape.FULL: ("agent_id", "key_id", "model"),
                 UsageBucket.Shape.KEY: ("key_id",),
                 UsageBucket.Shape.TOTAL: ()}
 _BLANK = {"agent_id": "0", "key_id": "0", "model": "''"}
-_SUMMED = ["requests", "input_tokens", "output_tokens", *TTFT_COLUMNS, *DURATION_COLUMNS]
+_SUMMED = ["requests", "input_tokens", "output_tokens", "cost_nanos", "unpriced", *TTFT_COLUMNS,
+           *DURATION_COLUMNS]
 # Where each (span, shape) is summed from: a span's FULL rows from the next finer span's.
 _SOURCE = {SPAN_MINUTE: SPAN_MINUTE, SPAN_HOUR: SPAN_MINUTE, SPAN_6H: SPAN_HOUR}
 
@@ -225,17 +232,18 @@ def usage_rebuild(*, chunk: int = 20000) -> int:
     replies = (Message.objects.filter(role=Message.Role.ASSISTANT, internal=False)
                .values_list("created_at", "thread__agent_id", "thread__api_key_id",
                             "finish_reason", "error", "input_tokens", "output_tokens",
-                            "ttft_ms", "latency_ms")
+                            "ttft_ms", "latency_ms", "cost", "cost_source")
                .order_by("created_at", "pk"))
     counted = 0
     batch: list[UsageTurn] = []
-    for at, agent_id, key_id, finish, error, tin, tout, ttft, latency in replies.iterator(
-            chunk_size=chunk):
+    for (at, agent_id, key_id, finish, error, tin, tout, ttft, latency, cost,
+         source) in replies.iterator(chunk_size=chunk):
         batch.append(UsageTurn(at=at, agent_id=agent_id, key_id=key_id or 0,
                                model=models.get(agent_id, ""),
                                error_kind=usage_error_kind(finish_reason=finish, error=error),
                                input_tokens=tin or 0, output_tokens=tout or 0,
-                               ttft_ms=ttft, latency_ms=latency))
+                               ttft_ms=ttft, latency_ms=latency,
+                               cost_nanos=None if source == "unknown" else nanos_of(cost or 0)))
         if len(batch) >= chunk:
             usage_record_many(turns=batch, full_minutes_only=True)
             counted += len(batch)

@@ -30,7 +30,7 @@ from agents.infra import metrics, tracing
 from agents.infra.database import run_db
 from agents.kernel import llm
 from agents.kernel.exceptions import GaiaError
-from agents.turns import registry
+from agents.turns import registry, spend
 from agents.turns.reply import Reply, outcome
 
 log = logging.getLogger("gaia.turns")
@@ -61,6 +61,7 @@ class TurnEnding:
     _pump_task: asyncio.Task[None] | None
     _events: asyncio.Queue[Any]
     _begin_later: Any
+    holds: Any  # its budget reservations (agents.services.Holds), settled when it ends
 
     def ending_init(self) -> None:
         self.parent: TurnEnding | None = None  # the turn that delegated this one to its agent
@@ -169,6 +170,7 @@ class TurnEnding:
             await self._stop_pump()
             await self._record(error)
         finally:
+            await self._settle()
             if self.span is not None:
                 self._end_span()
             self._unregister()
@@ -176,6 +178,21 @@ class TurnEnding:
                 self.parent.children.discard(self)
             if self.admitted is not None:
                 self.admitted.release()
+
+    async def _settle(self) -> None:
+        """Budgets and the key's tokens a minute get what the turn used (the stored reply
+        settled its holds already, unless it could not be stored or never began)."""
+        r, key = self.result, self.spec.api_key
+        try:
+            if self.holds is not None and not self.holds.settled:
+                await asyncio.shield(run_db(
+                    services.budget_settle, holds=self.holds, input_tokens=r.input_tokens,
+                    output_tokens=r.output_tokens, cost_nanos=r.cost_nanos))
+            if key is not None and key.tokens_per_minute:
+                await asyncio.shield(run_db(spend.tpm_add, key_id=key.pk,
+                                            tokens=r.input_tokens + r.output_tokens))
+        except Exception:  # the reply is stored; a hold left expires (GAIA_BUDGET_HOLD_SECONDS)
+            log.exception("turn %s: could not settle its budgets", self.spec.response_id)
 
     def _end_span(self) -> None:
         try:
@@ -220,7 +237,8 @@ class TurnEnding:
         try:
             await run_db(services.thread_turn_finish, start=self.start, result=r,
                          dialect=self.spec.dialect,
-                         busy_with=registry.agent_busy_elsewhere(self, self._registered))
+                         busy_with=registry.agent_busy_elsewhere(self, self._registered),
+                         price_provider=self.agent.provider.name, holds=self.holds)
         except Exception as exc:
             # The database refused the reply: record that instead, which releases the lease,
             # with the reply's text if the database takes that (the client has it: so does the

@@ -27,7 +27,7 @@ from agents.infra.database import run_db
 from agents.kernel import llm
 from agents.kernel.exceptions import Conflict, TurnInterrupted, TurnKilled
 from agents.outlet import events, realtime
-from agents.turns import checkpoint, registry, requests
+from agents.turns import checkpoint, registry, requests, spend
 from agents.turns.ending import INTERRUPTED, KILLED, TurnEnding
 from agents.turns.loop import AgentLoop
 from agents.turns.reply import KILLED_ERROR, Reply
@@ -60,6 +60,7 @@ class Turn(TurnEnding):
         self.input_tokens: int | None = None  # counted by open() when the agent has a limit
         self.trimmed = 0  # the oldest messages left out to fit the window (context_overflow)
         self.start: services.TurnStart | None = None  # the stored turn, once it is
+        self.holds: services.Holds | None = None  # its budget reservations (turns.spend)
         self._events: asyncio.Queue[Any] = asyncio.Queue()  # filled by _pump
         self._pump_task: asyncio.Task[None] | None = None
         self.reply = Reply()
@@ -109,6 +110,7 @@ class Turn(TurnEnding):
         client = spec.request
         backend = backend_for(spec.agent.provider)
         requests.request_check(spec.agent, backend, client)
+        self.holds = await spend.turn_reserve(spec)  # before anything is stored
         if spec.thread_id or spec.store_first:
             self.start = await self._begin()
             self.request = self.build_request(self.start.history)
