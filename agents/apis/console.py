@@ -105,6 +105,13 @@ class KeyInput(StrictSerializer):
         return list(dict.fromkeys(value))
 
 
+def _owner(request: Request) -> object | None:
+    """Who a new key belongs to: the staff member, or the admin key's owner (if any)."""
+    if isinstance(request.auth, ApiKey):
+        return request.auth.owner
+    return request.user
+
+
 def _agents_named(slugs: list[str] | None) -> list[Agent] | None:
     if slugs is None:
         return None
@@ -138,7 +145,7 @@ class KeyListApi(StaffApi):
         data = serializer.validated_data
         key, secret = services.api_key_create(
             name=data["name"], scopes=data["scopes"], agents=_agents_named(data.get("agents")),
-            owner=request.user, expires_at=data.get("expires_at"),
+            owner=_owner(request), expires_at=data.get("expires_at"),
             requests_per_minute=data.get("requests_per_minute", 0),
             tokens_per_minute=data.get("tokens_per_minute", 0),
             budget_exempt=data.get("budget_exempt", False),

@@ -57,6 +57,7 @@ class BudgetInput(StrictSerializer):
                                             max_value=100)
 
     def validate(self, data: dict) -> dict:
+        data = super().validate(data)
         unit, limit = data.get("unit"), data.get("limit")
         if unit == Budget.Unit.TOKENS and limit is not None and limit != int(limit):
             raise serializers.ValidationError({"limit": "A token limit is a whole number."})

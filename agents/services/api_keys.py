@@ -142,8 +142,8 @@ def _staff_only_check(actor: Actor | None, *, scopes: list[str] | None,
                       budget_exempt: bool) -> None:
     if not (budget_exempt or ApiKey.Scope.ADMIN in (scopes or [])):
         return
-    if actor is None or actor.channel == "system":
-        return  # the CLI, Gaia itself
+    if actor is None or actor.channel in ("system", "cli"):
+        return  # the CLI (a shell on the server), Gaia itself
     user = actor.user
     if actor.api_key is not None or user is None or not getattr(user, "is_staff", False):
         raise PermissionDenied(STAFF_ONLY, code="staff_required")

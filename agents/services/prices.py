@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
@@ -38,8 +38,18 @@ class Price:
     output: int
     cached_input: int
     source: str  # "admin", "genai-prices", "free: <kind>"
+    # A shipped price that changes past a prompt length (genai-prices' TieredPrices): costed
+    # by the table itself (0.2 ms); its base rates stand in the fields above.
+    tiered: Any = field(default=None, compare=False)
 
     def cost_nanos(self, input_tokens: int, output_tokens: int, cached_tokens: int = 0) -> int:
+        if self.tiered is not None:
+            from genai_prices import Usage
+
+            total = self.tiered.calc_price(Usage(
+                input_tokens=input_tokens, output_tokens=output_tokens,
+                cache_read_tokens=cached_tokens or None))["total_price"]
+            return int((Decimal(total) * NANOS).to_integral_value())
         fresh = max(0, input_tokens - cached_tokens)
         total = fresh * self.input + cached_tokens * self.cached_input
         total += output_tokens * self.output
@@ -79,11 +89,11 @@ def _shipped(provider: Provider, model: str) -> Price | None:
         return None
     mp = found.model_price
     rates = [getattr(mp, name, None) for name in ("input_mtok", "output_mtok", "cache_read_mtok")]
-    if any(r is not None and not isinstance(r, (int, float, Decimal)) for r in rates):
-        return None  # tiered by prompt length: not a flat price
-    inp, out, cached = (_nanos(r) if r is not None else None for r in rates)
+    tiered = any(hasattr(r, "base") for r in rates)
+    inp, out, cached = (_nanos(getattr(r, "base", r)) if r is not None else None for r in rates)
     return Price(inp or 0, out or 0, (inp or 0) if cached is None else cached,
-                 f"genai-prices: {found.provider.id}/{found.model.id}"[:60])
+                 f"genai-prices: {found.provider.id}/{found.model.id}"[:60],
+                 tiered=mp if tiered else None)
 
 
 def price_lookup(*, provider: Provider, model: str) -> Price | None:

@@ -5,7 +5,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
 from agents.models import Agent, ApiKey
-from agents.services import api_key_create
+from agents.services import Actor, api_key_create
 
 
 class Command(BaseCommand):
@@ -18,6 +18,10 @@ class Command(BaseCommand):
         parser.add_argument("--agent", action="append", default=[],
                             help="agent slug this key may use (repeatable; default: all)")
         parser.add_argument("--rpm", type=int, default=0, help="requests per minute (0 = no limit)")
+        parser.add_argument("--tpm", type=int, default=0,
+                            help="tokens per minute, in and out (0 = no limit)")
+        parser.add_argument("--budget-exempt", action="store_true",
+                            help="exempt the key from every budget (audited)")
         parser.add_argument("--expires-days", type=int, default=None,
                             help="days until the key expires (at least 1; default: never)")
 
@@ -38,6 +42,8 @@ class Command(BaseCommand):
         key, secret = api_key_create(
             name=options["name"], scopes=options["scope"] or [ApiKey.Scope.CHAT],
             agents=agents, expires_at=expires, requests_per_minute=options["rpm"],
+            tokens_per_minute=options["tpm"], budget_exempt=options["budget_exempt"],
+            actor=Actor(label="cli", channel="cli"),  # audited; may give admin, as staff may
         )
         self.stderr.write(f"Created key {key.prefix} ({key.name}). The secret is shown once:")
         self.stdout.write(secret)

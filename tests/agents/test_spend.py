@@ -1,0 +1,207 @@
+"""What turns cost and what a key may spend (issue 41), against a live server: prices from
+the shipped table and from admins, each reply's cost and the usage API's sums, unknown prices
+said as such, a key's tokens per minute, the feed's budget signals, and the budgets API's
+bad input."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+import httpx
+import pytest
+from websockets.sync.client import connect
+
+from agents import services
+from agents.models import AuditEvent, Budget, Message, ModelPrice, Provider
+from tests.conftest import within_one_rate_window
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def chat(server: Any, key: str, model: str, text: str = "hi", **extra: Any) -> httpx.Response:
+    return httpx.post(f"{server.v1}/chat/completions", timeout=30,
+                      headers={"Authorization": f"Bearer {key}"},
+                      json={"model": model, "messages": [{"role": "user", "content": text}],
+                            **extra})
+
+
+def test_prices_come_from_admins_then_the_shipped_table_and_free_models_cost_nothing(
+        make_provider: Any) -> None:
+    openai_kind = make_provider(name="oai", kind=Provider.Kind.OPENAI,
+                                base_url="https://api.openai.com/v1")
+    anthropic = make_provider(name="claude", kind=Provider.Kind.ANTHROPIC, base_url="")
+    fake = make_provider(name="fake")
+    shipped = services.price_lookup(provider=openai_kind, model="gpt-4o-mini")
+    assert shipped is not None
+    assert shipped.source.startswith("genai-prices: openai/")
+    assert shipped.public()["input_per_mtok"] == "0.15"  # the wheel's table, no download
+    assert shipped.cost_nanos(1_000_000, 0) == 150_000_000
+    sonnet = services.price_lookup(provider=anthropic, model="claude-sonnet-4-5")
+    assert sonnet.public()["input_per_mtok"] == "3"  # its base rate; past 200k tokens, 6
+    assert sonnet.cost_nanos(1000, 0) == 1000 * 3000  # n$ a token at $3 a million
+    assert sonnet.cost_nanos(300_000, 0) == 300_000 * 6000
+    assert services.price_lookup(provider=openai_kind, model="no-such-model-x") is None
+    assert services.price_lookup(provider=fake, model="fake-model").source == "free: fake"
+    # an admin's price wins, its model's own over the provider's catch-all
+    ModelPrice.objects.create(provider=openai_kind, model="", input_per_mtok=1,
+                              output_per_mtok=2)
+    ModelPrice.objects.create(provider=openai_kind, model="gpt-4o-mini", input_per_mtok=3,
+                              output_per_mtok=4, cached_input_per_mtok=Decimal("0.5"))
+    own = services.price_lookup(provider=openai_kind, model="gpt-4o-mini")
+    assert (own.source, own.cost_nanos(1000, 1000, cached_tokens=500)) == (
+        "admin", 500 * 3000 + 500 * 500 + 1000 * 4000)
+    assert services.price_lookup(provider=openai_kind, model="no-such-model-x").source == "admin"
+    assert services.price_lookup(provider=fake, model="fake-model").source == "free: fake"
+
+
+def test_each_reply_stores_its_cost_and_usage_sums_it(gaia_server: Any, make_agent: Any,
+                                                      make_key: Any) -> None:
+    priced = make_agent(slug="priced", provider__options={"reply": "one two three"})
+    ModelPrice.objects.create(provider=priced.provider, model="", input_per_mtok=2,
+                              output_per_mtok=10)
+    # a provider Gaia cannot price: an OpenAI-compatible server of a model nobody lists
+    upstream = make_agent(slug="mystery", provider__name="selfhosted",
+                          provider__kind=Provider.Kind.OPENAI,
+                          provider__base_url="http://127.0.0.1:9", upstream_model="mystery-7b")
+    _, key = make_key("spender", scopes=["chat", "operator"])
+    for _ in range(3):
+        assert chat(gaia_server, key, "priced").status_code == 200
+    replies = Message.objects.filter(thread__agent=priced, role="assistant", internal=False)
+    costs = []
+    for m in replies:
+        assert m.cost_source == "admin"
+        assert m.cost == Decimal(m.input_tokens * 2 + m.output_tokens * 10) / 1_000_000
+        costs.append(m.cost)
+    usage = httpx.get(f"{gaia_server.url}/api/v1/usage?range=1h", timeout=30,
+                      headers={"Authorization": f"Bearer {key}"}).json()
+    assert Decimal(usage["totals"]["cost_usd"]) == sum(costs)
+    by_agent = {a["agent"]: a for a in usage["by_agent"]}
+    assert Decimal(by_agent["priced"]["cost_usd"]) == sum(costs)
+    assert usage["totals"]["unpriced_requests"] == 0
+    # a model nobody prices: its turn's cost is unknown, and the usage says so
+    assert chat(gaia_server, key, "mystery").status_code >= 500
+    failed = Message.objects.get(thread__agent=upstream, role="assistant", internal=False)
+    assert (failed.cost, failed.cost_source) == (None, "unknown")
+    usage = httpx.get(f"{gaia_server.url}/api/v1/usage?range=1h", timeout=30,
+                      headers={"Authorization": f"Bearer {key}"}).json()
+    assert usage["totals"]["unpriced_requests"] == 1
+    assert Decimal(usage["totals"]["cost_usd"]) == sum(costs)
+
+
+def test_a_reply_of_a_model_with_no_price_says_unknown(make_agent: Any) -> None:
+    from agents.kernel import llm
+
+    agent = make_agent(slug="mystery", provider__name="selfhosted",
+                       provider__kind=Provider.Kind.OPENAI,
+                       provider__base_url="http://127.0.0.1:9", upstream_model="mystery-7b")
+    start = services.thread_turn_begin(
+        agent=agent, api_key=None, session_key="s", thread_id=None, user=None,
+        incoming=[llm.Message(role="user", parts=(llm.TextPart("hi"),))], workspace_root=None,
+        dialect="chat", lease_seconds=60)
+    services.thread_turn_finish(start=start, dialect="chat", result=services.TurnResult(
+        text="hello", input_tokens=5, output_tokens=7, provider="selfhosted",
+        model="mystery-7b"))
+    reply = Message.objects.get(thread_id=start.thread_id, role="assistant")
+    assert (reply.cost, reply.cost_source) == (None, "unknown")
+    from agents.selectors.usage import usage_summary, usage_window
+
+    totals = usage_summary(window=usage_window(range_name="1h"))["totals"]
+    assert (Decimal(totals["cost_usd"]), totals["unpriced_requests"]) == (0, 1)
+
+
+def test_a_keys_tokens_per_minute_stop_its_turns_until_the_minute_ends(
+        gaia_server: Any, make_agent: Any, make_key: Any) -> None:
+    make_agent(slug="wordy", provider__options={"reply": " ".join(["word"] * 40)})
+    _, key = make_key("tpm", scopes=["chat"], tokens_per_minute=60)
+    _, other = make_key("free", scopes=["chat"])
+    within_one_rate_window(20)
+    assert chat(gaia_server, key, "wordy").status_code == 200  # about 45 tokens
+    assert chat(gaia_server, key, "wordy").status_code == 200  # 90: past the limit now
+    r = chat(gaia_server, key, "wordy")
+    assert r.status_code == 429
+    assert r.json()["error"]["code"] == "rate_limit_exceeded"
+    assert "60 tokens per minute" in r.json()["error"]["message"]
+    assert 0 < int(r.headers["retry-after"]) <= 60
+    assert chat(gaia_server, other, "wordy").status_code == 200  # a limit of that key's only
+
+
+def test_the_feed_hears_a_budgets_threshold_and_its_refusal_once(
+        gaia_server: Any, make_agent: Any, make_key: Any) -> None:
+    # each turn answers its whole output limit: after one, no other fits
+    agent = make_agent(slug="watched", provider__options={"reply": " ".join(["ok"] * 100)},
+                       max_output_tokens=100, instructions="")
+    _, key = make_key("watched-key", scopes=["chat", "operator"])
+    Budget.objects.create(name="watched", scope="agent", agent=agent, unit="tokens", limit=130,
+                          period="day", soft_percent=5,
+                          period_start=datetime(1970, 1, 1, tzinfo=UTC))
+    url = gaia_server.url.replace("http://", "ws://") + "/ws"
+    with connect(url, additional_headers={"Authorization": f"Bearer {key}"},
+                 open_timeout=10) as sock:
+        assert json.loads(sock.recv(timeout=10))["event"] == "connected"
+        sock.send(json.dumps({"cmd": "subscribe", "id": "s",
+                              "events": ["budget_threshold", "budget_exceeded"]}))
+        assert json.loads(sock.recv(timeout=10))["event"] == "ack"
+        assert chat(gaia_server, key, "watched").status_code == 200  # over 5 %
+        for _ in range(2):  # refused twice: the feed hears it once
+            assert chat(gaia_server, key, "watched").status_code == 429
+        heard = []
+        try:
+            while True:
+                heard.append(json.loads(sock.recv(timeout=3)))
+        except TimeoutError:
+            pass
+    kinds = [(e["event"], e["budget"], e["scope"], e["target"], e["agent"]) for e in heard]
+    assert kinds == [("budget_threshold", "watched", "agent", "agent:watched", "watched"),
+                     ("budget_exceeded", "watched", "agent", "agent:watched", "watched")]
+    assert heard[0]["limit"] == 130
+    assert 0 < heard[0]["spent"] < 130
+
+
+def test_the_budgets_api_answers_bad_input_with_its_error_and_audits_each_change(
+        django_user_model: Any, make_agent: Any, make_key: Any) -> None:
+    from rest_framework.test import APIClient
+
+    make_agent(slug="echo")
+    user = django_user_model.objects.create_user("ann", password="pw-12345678", is_staff=True)
+    staff = APIClient()
+    staff.force_login(user)
+    key, _ = make_key("k")
+
+    def post(body: dict[str, Any]) -> Any:
+        return staff.post("/api/v1/budgets", body, format="json")
+
+    good = {"name": "b", "scope": "key", "key": key.prefix, "unit": "usd", "limit": "5",
+            "period": "day"}
+    for bad, param in (({"scope": "agent"}, "agent"), ({"scope": "user"}, "user"),
+                       ({"scope": "global"}, "key"), ({"limit": "0"}, "limit"),
+                       ({"unit": "tokens", "limit": "1.5"}, "limit"),
+                       ({"period": "week"}, "period"), ({"agent": "nobody"}, "agent"),
+                       ({"key": "gaia_nope"}, "key"), ({"soft_percent": 101}, "soft_percent"),
+                       ({"limit": "1e400"}, "limit"), ({"surprise": 1}, None)):
+        r = post({**good, **bad})
+        assert r.status_code == 400, (bad, r.content)
+        body = r.json()
+        assert {"detail", "code", "param"} <= set(body), body
+        if param is not None:
+            assert body["param"] == param, (bad, body)
+    assert staff.post("/api/v1/budgets", "{not json", content_type="application/json"
+                      ).status_code == 400
+    assert not Budget.objects.exists()
+    made = post(good)
+    assert made.status_code == 201, made.content
+    shown = made.json()
+    assert (shown["limit"], Decimal(shown["spent"]), shown["remaining"]) == (
+        "5.000000000", 0, "5.000000000")
+    assert shown["resets_at"] is not None
+    assert post(good).json()["code"] == "budget_exists"
+    r = staff.patch(f"/api/v1/budgets/{shown['id']}", {"limit": "7.5", "soft_percent": 80},
+                    format="json")
+    assert r.status_code == 200, r.content
+    assert r.json()["limit"] == "7.500000000"
+    assert staff.get("/api/v1/budgets/999999").status_code == 404
+    assert staff.delete(f"/api/v1/budgets/{shown['id']}").status_code == 204
+    assert [e.action for e in AuditEvent.objects.order_by("pk")] == [
+        "budget_create", "budget_update", "budget_delete"]
