@@ -54,6 +54,17 @@ class UsageByModel(UsageFigures):
     model = serializers.CharField(allow_blank=True, help_text="The upstream model.")
 
 
+class UsageByUser(serializers.Serializer):
+    key = serializers.CharField(allow_null=True, help_text="The key whose user it is.")
+    name = serializers.CharField(help_text="The key's name.")
+    user = serializers.CharField(help_text="The end user as the key's clients name them.")
+    requests = serializers.IntegerField()
+    input_tokens = serializers.IntegerField()
+    output_tokens = serializers.IntegerField()
+    cost_usd = serializers.CharField()
+    unpriced_requests = serializers.IntegerField()
+
+
 class UsageOutput(serializers.Serializer):
     since = serializers.DateTimeField(help_text="The window's start, aligned to a bucket.")
     until = serializers.DateTimeField(help_text="Its end (exclusive), aligned up.")
@@ -64,6 +75,8 @@ class UsageOutput(serializers.Serializer):
     by_agent = UsageByAgent(many=True)
     by_key = UsageByKey(many=True)
     by_model = UsageByModel(many=True)
+    by_user = UsageByUser(many=True, help_text="The 50 end users with the most turns, in "
+                          "whole hours (a user is their key's); not narrowed by model.")
 
 
 class UsageApi(OperatorApi):

@@ -36,6 +36,7 @@ from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from agents.http.authentication import (
+    AdminKeyAuthentication,
     BenchmarksKeyAuthentication,
     OperatorKeyAuthentication,
     StaffSessionAuthentication,
@@ -346,6 +347,16 @@ class BenchmarksKeyScheme(OpenApiAuthenticationExtension):
         return {"type": "http", "scheme": "bearer",
                 "description": "An API key with the 'benchmarks' scope (also accepted as "
                                "X-API-Key)."}
+
+
+class AdminKeyScheme(OpenApiAuthenticationExtension):
+    target_class = AdminKeyAuthentication
+    name = "adminKey"
+
+    def get_security_definition(self, auto_schema: Any) -> dict[str, Any]:
+        return {"type": "http", "scheme": "bearer",
+                "description": "An API key with the 'admin' scope, made only by staff or the "
+                               "CLI (also accepted as X-API-Key)."}
 
 
 class StaffSessionScheme(SessionScheme):

@@ -55,6 +55,7 @@ from agents.models.tools import (
 )
 from agents.models.usage import (
     UsageBucket,
+    UserUsage,
 )
 
 __all__ = [
@@ -88,6 +89,7 @@ __all__ = [
     "TeamMember",
     "Thread",
     "UsageBucket",
+    "UserUsage",
     "approval_rule_valid",
     "options_masked",
     "options_unmasked",

@@ -112,3 +112,27 @@ def usage_stored_shape(shape: int, span: int) -> int:
 
 for _column in TTFT_COLUMNS + DURATION_COLUMNS:
     UsageBucket.add_to_class(_column, models.IntegerField(default=0, db_default=0))
+
+
+class UserUsage(models.Model):
+    """Usage per end user (the ``user`` a client names, scoped by its key: ``key_id``), per
+    hour: a row per (hour, key, user, agent) with turns, written in the statement that stores the
+    reply (``agents.services.usage``). Apart from :class:`UsageBucket` so that the common
+    reads never see a user, and a turn without one writes nothing here."""
+
+    start = models.DateTimeField()
+    key_id = models.PositiveIntegerField()
+    user = models.CharField(max_length=300)
+    agent_id = models.PositiveIntegerField(default=0)
+    requests = models.BigIntegerField(default=0, db_default=0)
+    input_tokens = models.BigIntegerField(default=0, db_default=0)
+    output_tokens = models.BigIntegerField(default=0, db_default=0)
+    cost_nanos = models.BigIntegerField(default=0, db_default=0)
+    unpriced = models.BigIntegerField(default=0, db_default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["start", "key_id", "user", "agent_id"],
+                                               name="user_usage_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.start:%Y-%m-%d %H:00} key {self.key_id} {self.user}"

@@ -14,7 +14,7 @@ from django.db import connection
 from django.utils import timezone
 
 from agents.kernel.exceptions import InvalidRequest, NotFound
-from agents.models import Agent, ApiKey, UsageBucket
+from agents.models import Agent, ApiKey, UsageBucket, UserUsage
 from agents.models.spend import dollars_of
 from agents.models.usage import (
     BINS,
@@ -271,9 +271,11 @@ def usage_summary(*, window: UsageWindow, agent_id: int | None = None,
     for key, kind, *values in by_key:
         tally("key", key, kind, values)
 
+    users = usage_by_user(since=window.since, until=window.until, agent_id=agent_id,
+                          key_id=key_id)
     slugs = dict(Agent.objects.filter(pk__in=list(by["agent"])).values_list("pk", "slug"))
-    keys = {k.pk: k for k in ApiKey.objects.filter(pk__in=list(by["key"])).only(
-        "pk", "prefix", "name")}
+    keys = {k.pk: k for k in ApiKey.objects.filter(
+        pk__in=list(by["key"]) + [u[0] for u in users]).only("pk", "prefix", "name")}
 
     def ranked(group: dict[Any, _Acc], label: Any) -> list[dict[str, Any]]:
         out = [{**label(k), **v.figures()} for k, v in group.items()]
@@ -295,4 +297,34 @@ def usage_summary(*, window: UsageWindow, agent_id: int | None = None,
         "by_agent": ranked(by["agent"], lambda pk: {"agent": slugs.get(pk, str(pk))}),
         "by_key": ranked(by["key"], key_label),
         "by_model": ranked(by["model"], lambda m: {"model": m}),
+        "by_user": [{**key_label(key), "user": user, "requests": int(n), "input_tokens": int(i),
+                     "output_tokens": int(o), "cost_usd": str(dollars_of(int(c))),
+                     "unpriced_requests": int(u)}
+                    for key, user, n, i, o, c, u in users],
     }
+
+
+USERS_SHOWN = 50
+
+
+def usage_by_user(*, since: datetime, until: datetime, agent_id: int | None = None,
+                  key_id: int | None = None) -> list[tuple[Any, ...]]:
+    """The end users with the most turns in the hours that overlap [``since``, ``until``):
+    ``(key_id, user, requests, input, output, cost_nanos, unpriced)``, at most
+    :data:`USERS_SHOWN` (a user is their key's: :class:`agents.models.UserUsage`)."""
+    qn = connection.ops.quote_name
+    prep = UserUsage._meta.get_field("start").get_db_prep_value
+    where, params = [f"{qn('start')} >= %s", f"{qn('start')} < %s"], [
+        prep(_floor(since, 3600), connection), prep(until, connection)]
+    for column, value in (("agent_id", agent_id), ("key_id", key_id)):
+        if value is not None:
+            where.append(f"{qn(column)} = %s")
+            params.append(value)
+    sums = ", ".join(f"CAST(SUM({qn(c)}) AS BIGINT)" for c in (
+        "requests", "input_tokens", "output_tokens", "cost_nanos", "unpriced"))
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {qn('key_id')}, {qn('user')}, {sums} "  # noqa: S608
+                       f"FROM {qn(UserUsage._meta.db_table)} WHERE {' AND '.join(where)} "
+                       f"GROUP BY {qn('key_id')}, {qn('user')} "
+                       f"ORDER BY 3 DESC, 6 DESC LIMIT {USERS_SHOWN}", params)
+        return cursor.fetchall()

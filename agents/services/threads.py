@@ -330,7 +330,7 @@ class TurnResult:
 
 def thread_turn_finish(
     *, start: TurnStart, result: TurnResult, dialect: str, busy_with: Any = None,
-    price_provider: str = "", holds: Holds | None = None,
+    price_provider: str = "", holds: Holds | None = None, user: str = "",
 ) -> None:
     """Store the assistant's reply (partial and failed ones too) with what it cost, update
     the thread and release the lease. Two writes while the lease is held; a lease that
@@ -339,13 +339,14 @@ def thread_turn_finish(
     ``busy_with``: another thread the agent is at work on, if the caller knows one (a turn
     of its own process); else the database is asked (any process's). ``price_provider``: the
     provider whose price applies when the result names none (it failed before answering).
-    ``holds``: the turn's budget reservations, settled to what it cost once it is stored."""
+    ``holds``: the turn's budget reservations, settled to what it cost once it is stored.
+    ``user``: the end user the turn's client named (counted per user, with its key)."""
     now = timezone.now()
     result.cost_nanos, cost_source = turn_cost(
         provider_name=result.provider or price_provider, model=result.model,
         input_tokens=result.input_tokens, output_tokens=result.output_tokens)
     _finish(start=start, result=result, dialect=dialect, busy_with=busy_with, now=now,
-            cost_source=cost_source)
+            cost_source=cost_source, user=user)
     if holds is not None:
         try:
             budget_settle(holds=holds, input_tokens=result.input_tokens,
@@ -356,7 +357,7 @@ def thread_turn_finish(
 
 
 def _finish(*, start: TurnStart, result: TurnResult, dialect: str, busy_with: Any, now: Any,
-            cost_source: str) -> None:
+            cost_source: str, user: str = "") -> None:
     reply = llm.Message(
         role="assistant",
         parts=(llm.TextPart(result.text),) if result.text else (),
@@ -390,7 +391,8 @@ def _finish(*, start: TurnStart, result: TurnResult, dialect: str, busy_with: An
             at=row.created_at, agent_id=start.agent_id, key_id=start.key_id, model=result.model,
             error_kind=usage_error_kind(finish_reason=result.finish_reason, error=result.error),
             input_tokens=result.input_tokens, output_tokens=result.output_tokens,
-            ttft_ms=result.ttft_ms, latency_ms=result.latency_ms, cost_nanos=result.cost_nanos)
+            ttft_ms=result.ttft_ms, latency_ms=result.latency_ms, cost_nanos=result.cost_nanos,
+            user=user)
 
     if single_statements():
         try:

@@ -92,13 +92,13 @@ def turn_finish_one(*, thread_id: Any, lock_token: str, update: dict[str, Any], 
     m_sql, m_params = rows_insert_sql(
         [row], computed={"seq": f"(SELECT {qn('message_count')} - 1 FROM held)"})  # noqa: S608
     statements, _ = usage_statements(turns=[usage_of(row)])
-    if len(statements) != 1:  # one shape of row per turn; anything else: the slow path
+    if not 1 <= len(statements) <= 2:  # its rows, and its user's: anything else, the slow path
         raise NotOneStatement("usage in several statements")
-    g_sql, g_params = statements[0]
     pk = Thread._meta.pk
     assert pk is not None
-    sql = f"WITH held AS ({u_sql} RETURNING {qn('message_count')}), usage AS ({g_sql}) {m_sql}"
-    params = u_params + g_params + m_params
+    usage = ", ".join(f"usage{i} AS ({g_sql})" for i, (g_sql, _) in enumerate(statements))
+    sql = f"WITH held AS ({u_sql} RETURNING {qn('message_count')}), {usage} {m_sql}"
+    params = u_params + [p for _, g_params in statements for p in g_params] + m_params
     if ask_busy:
         sql += f", ({leased_thread_sql()})"
         params += [agent_id, Thread._meta.get_field("lock_expires_at").get_db_prep_value(

@@ -16,7 +16,7 @@ from typing import Any
 from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 
 from agents.infra.rows import rows_cursor
-from agents.models import Message, UsageBucket
+from agents.models import Message, UsageBucket, UserUsage
 from agents.models.spend import nanos_of
 from agents.models.usage import (
     DURATION_COLUMNS,
@@ -60,6 +60,7 @@ class UsageTurn:
     ttft_ms: int | None
     latency_ms: int | None
     cost_nanos: int | None = 0  # None: its model has no known price (counted as unpriced)
+    user: str = ""  # the end user its client named (with a key: UserUsage), else ""
 
 
 _ROWS_PER_STATEMENT = 500  # SQLite takes 32,766 parameters in a statement; a row has 9 to 12
@@ -120,6 +121,7 @@ def usage_statements(*, turns: Iterable[UsageTurn], full_minutes_only: bool = Fa
                     row[ttft] = row.get(ttft, 0) + 1
                 if duration is not None:
                     row[duration] = row.get(duration, 0) + 1
+    users = [] if full_minutes_only else [t for t in turns if t.user and t.key_id]
     if not rows:
         return [], 0
     db = connections[DEFAULT_DB_ALIAS]  # one look-up: the proxy's is per attribute
@@ -141,7 +143,38 @@ def usage_statements(*, turns: Iterable[UsageTurn], full_minutes_only: bool = Fa
                     prepared = starts[start] = prep(start, db)
                 params += [span, int(shape_), prepared, *rest, *map(row.__getitem__, columns)]
             statements.append((_upsert_sql(db.vendor, columns, len(batch)), params))
+    if users:
+        statements.append(_user_statement(users, db))
     return statements, len(rows)
+
+
+_USER_KEY = ["start", "key_id", "user", "agent_id"]
+_USER_SUMS = ["requests", "input_tokens", "output_tokens", "cost_nanos", "unpriced"]
+
+
+def _user_statement(turns: list[UsageTurn], db: Any) -> tuple[str, list[Any]]:
+    """The upsert of the turns' hours per end user (:class:`agents.models.UserUsage`)."""
+    rows: dict[tuple[Any, ...], list[int]] = {}
+    for t in turns:
+        key = (bucket_start(t.at, SPAN_HOUR), t.key_id, t.user[:300], t.agent_id)
+        row = rows.setdefault(key, [0, 0, 0, 0, 0])
+        row[0] += 1
+        row[1] += t.input_tokens or 0
+        row[2] += t.output_tokens or 0
+        row[3] += t.cost_nanos or 0
+        row[4] += 1 if t.cost_nanos is None else 0
+    prep = UserUsage._meta.get_field("start").get_db_prep_save
+    params: list[Any] = []
+    for (start, key_id, user, agent_id), sums in rows.items():
+        params += [prep(start, db), key_id, user, agent_id, *sums]
+    table = db.ops.quote_name(UserUsage._meta.db_table)
+    names = [db.ops.quote_name(c) for c in _USER_KEY + _USER_SUMS]
+    one = "(" + ", ".join(["%s"] * len(names)) + ")"
+    sets = ", ".join(f"{c} = {table}.{c} + excluded.{c}" for c in names[len(_USER_KEY):])
+    return (f"INSERT INTO {table} ({', '.join(names)}) VALUES "  # noqa: S608
+            + ", ".join([one] * len(rows))
+            + f" ON CONFLICT ({', '.join(names[:len(_USER_KEY)])}) DO UPDATE SET {sets}",
+            params)
 
 
 @functools.lru_cache(maxsize=64)

@@ -238,7 +238,9 @@ class TurnEnding:
             await run_db(services.thread_turn_finish, start=self.start, result=r,
                          dialect=self.spec.dialect,
                          busy_with=registry.agent_busy_elsewhere(self, self._registered),
-                         price_provider=self.agent.provider.name, holds=self.holds)
+                         price_provider=self.agent.provider.name, holds=self.holds,
+                         user=(self.spec.end_user or self.spec.user or "")
+                         if self.spec.api_key is not None else "")
         except Exception as exc:
             # The database refused the reply: record that instead, which releases the lease,
             # with the reply's text if the database takes that (the client has it: so does the

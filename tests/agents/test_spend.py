@@ -67,8 +67,8 @@ def test_each_reply_stores_its_cost_and_usage_sums_it(gaia_server: Any, make_age
                           provider__kind=Provider.Kind.OPENAI,
                           provider__base_url="http://127.0.0.1:9", upstream_model="mystery-7b")
     _, key = make_key("spender", scopes=["chat", "operator"])
-    for _ in range(3):
-        assert chat(gaia_server, key, "priced").status_code == 200
+    for user in ("alice", "alice", "bob"):
+        assert chat(gaia_server, key, "priced", user=user).status_code == 200
     replies = Message.objects.filter(thread__agent=priced, role="assistant", internal=False)
     costs = []
     for m in replies:
@@ -81,6 +81,10 @@ def test_each_reply_stores_its_cost_and_usage_sums_it(gaia_server: Any, make_age
     by_agent = {a["agent"]: a for a in usage["by_agent"]}
     assert Decimal(by_agent["priced"]["cost_usd"]) == sum(costs)
     assert usage["totals"]["unpriced_requests"] == 0
+    users = {u["user"]: u for u in usage["by_user"]}
+    assert (users["alice"]["requests"], users["bob"]["requests"]) == (2, 1)
+    assert users["alice"]["key"] == key[:13]  # the key's prefix: alice is this key's alice
+    assert sum(Decimal(u["cost_usd"]) for u in users.values()) == sum(costs)
     # a model nobody prices: its turn's cost is unknown, and the usage says so
     assert chat(gaia_server, key, "mystery").status_code >= 500
     failed = Message.objects.get(thread__agent=upstream, role="assistant", internal=False)
