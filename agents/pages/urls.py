@@ -18,6 +18,7 @@ urlpatterns = [
     path("keys/<str:key_id>/", views.key_detail, name="key"),
     path("providers/", views.provider_list, name="providers"),
     path("providers/<str:name>/", views.provider_detail, name="provider"),
+    path("budgets/", views.budget_list, name="budgets"),
     path("audit/", views.audit_list, name="audit"),
     path("fragments/<str:name>/", views.fragment, name="fragment"),
 ]

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from datetime import datetime, time
+from decimal import Decimal
 from typing import Any, TypeVar
 
 from django import forms
@@ -30,7 +31,7 @@ from agents import selectors
 from agents.http.pages import LOGIN_URL, is_staff, page_sort, staff_required
 from agents.http.paging import SeekPaginator
 from agents.kernel.exceptions import NotFound
-from agents.models import Agent, ApiKey, AuditEvent, Provider, Thread
+from agents.models import Agent, ApiKey, AuditEvent, Budget, Provider, Thread
 
 THREADS_PER_PAGE = 50
 
@@ -291,6 +292,32 @@ def key_detail(request: HttpRequest, key_id: str) -> HttpResponse:
         "page": "key", "key": key, "scopes": ApiKey.Scope.choices,
         "agents": Agent.objects.order_by("slug").values_list("slug", flat=True),
         "trail": _trail(f"key:{key['prefix']}")})
+
+
+@staff_required
+def budget_list(request: HttpRequest) -> HttpResponse:
+    """Budgets with what each spent this period (a bar each), the form that makes one and
+    those that change or delete it: all through ``/api/v1/budgets``, as the API's rules say."""
+    rows = []
+    for b in selectors.budget_list(sort=page_sort(request, selectors.BUDGET_ORDERING)):
+        shown = selectors.budget_public(b)
+        used = Decimal(str(shown["spent"])) + Decimal(str(shown["reserved"]))
+        shown["percent"] = min(100, int(used * 100 / Decimal(str(shown["limit"]))))
+        shown["warn"] = bool(b.soft_percent and shown["percent"] >= b.soft_percent)
+        rows.append(shown)
+    trail = AuditEvent.objects.filter(action__in=BUDGET_ACTIONS)[:20]
+    return render(request, "ui/budgets.html", {
+        "page": "budgets", "budgets": rows, "ordering": selectors.BUDGET_ORDERING,
+        "scopes": Budget.Scope.choices, "units": Budget.Unit.choices,
+        "periods": Budget.Period.choices,
+        "agents": Agent.objects.order_by("slug").values_list("slug", flat=True),
+        "keys": ApiKey.objects.filter(revoked_at__isnull=True).order_by("name").values_list(
+            "prefix", "name"),
+        "trail": [selectors.audit_public(r) for r in trail]})
+
+
+BUDGET_ACTIONS = ("budget_create", "budget_update", "budget_delete", "price_set",
+                  "price_delete")
 
 
 @staff_required

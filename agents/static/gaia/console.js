@@ -1,9 +1,9 @@
-/* The console's forms that send JSON to the operator API (keys, providers): a form.json-form
+/* The console's forms that send JSON to the operator API (keys, providers, budgets): a form.json-form
  * is read into a JSON body (checkbox groups and multiple selects with data-list as arrays,
  * data-type int|float|bool|json|datetime converted; an empty field left out unless
  * data-send-empty) and sent with its method; the API's 400 names the field, and its message
  * shows next to that field. Then: data-then="secret" shows a new key's secret once, "reload"
- * reloads, "goto" opens data-goto with {name} filled from the answer. */
+ * reloads, "goto" opens data-goto with {name} filled from the answer; data-confirm asks first. */
 (function () {
   "use strict";
 
@@ -74,6 +74,14 @@
     var form = e.target;
     if (!form.classList || !form.classList.contains("json-form")) return;
     e.preventDefault();
+    if (form.dataset.confirm && !form.dataset.confirmed) {  // a delete asks first
+      G.confirmAction(form.dataset.confirm, form.dataset.confirmYes).then(function (yes) {
+        if (!yes) return;
+        form.dataset.confirmed = "1";
+        try { form.requestSubmit(); } finally { delete form.dataset.confirmed; }
+      });
+      return;
+    }
     clearErrors(form);
     var body;
     try { body = formBody(form); } catch (err) { showError(form, err); return; }

@@ -107,6 +107,8 @@
     this.chart("tokens", { title: "Tokens per " + span(b), metric: "tokens", x: x, series: [
       { label: "input", values: pts.map(function (p) { return p.input_tokens; }) },
       { label: "output", values: pts.map(function (p) { return p.output_tokens; }) }] });
+    this.chart("cost", { title: "Cost per " + span(b) + " (USD)", metric: "cost", x: x, series: [
+      { label: "USD", values: pts.map(function (p) { return usd(p.cost_usd); }) }] });
     this.chart("ttft", { title: "Time to first token (ms)", metric: "ttft", x: x, series: [
       { label: "p50", values: pts.map(function (p) { return p.ttft_ms.p50; }) },
       { label: "p95", values: pts.map(function (p) { return p.ttft_ms.p95; }) }] });
@@ -117,6 +119,12 @@
     this.breakdown(data);
   };
 
+  function usd(v) { var x = parseFloat(v); return isNaN(x) ? 0 : x; }
+  function money(v) {  // dollars to the cent, or to four places below a cent
+    var x = usd(v);
+    return "$" + (x !== 0 && Math.abs(x) < 0.01 ? x.toFixed(4) : x.toFixed(2));
+  }
+
   function span(b) {
     return { 60: "minute", 300: "5 min", 900: "15 min", 3600: "hour", 21600: "6 h", 86400: "day" }[b] || b + " s";
   }
@@ -125,6 +133,7 @@
     var box = G.q("[data-usage-totals]", this.root);
     var items = [["requests", t.requests], ["errors", errorsOf(t)],
                  ["input tokens", t.input_tokens], ["output tokens", t.output_tokens],
+                 ["cost", money(t.cost_usd) + (t.unpriced_requests ? " + " + t.unpriced_requests + " unpriced" : "")],
                  ["TTFT p50 / p95", ms(t.ttft_ms.p50) + " / " + ms(t.ttft_ms.p95)],
                  ["duration p50 / p95", ms(t.duration_ms.p50) + " / " + ms(t.duration_ms.p95)]];
     box.replaceChildren.apply(box, items.map(function (it) {
@@ -140,8 +149,8 @@
     var groups = [["agent", data.by_agent, function (r) { return r.agent; }],
                   ["key", data.by_key, function (r) { return r.key ? r.name + " (" + r.key + ")" : r.name; }],
                   ["upstream model", data.by_model, function (r) { return r.model || "unknown"; }, "model"]];
-    box.replaceChildren.apply(box, groups.map(function (g) {
-      var head = G.h("tr", {}, ["by " + g[0], "requests", "errors", "in", "out", "TTFT p50/p95", "duration p50/p95"].map(function (c, i) {
+    var tables = groups.map(function (g) {
+      var head = G.h("tr", {}, ["by " + g[0], "requests", "errors", "in", "out", "cost", "TTFT p50/p95", "duration p50/p95"].map(function (c, i) {
         return G.h("th", { "class": i ? "num" : "" }, c); }));
       var rows = g[1].length ? g[1].map(function (r) {
         var errs = Object.keys(r.errors).map(function (k) { return k + " " + r.errors[k]; }).join(", ");
@@ -150,11 +159,25 @@
           G.h("td", { "class": "num", title: errs }, String(errorsOf(r))),
           G.h("td", { "class": "num" }, C.format(r.input_tokens)),
           G.h("td", { "class": "num" }, C.format(r.output_tokens)),
+          G.h("td", { "class": "num", title: r.unpriced_requests ? r.unpriced_requests + " turns of an unpriced model" : "" },
+              money(r.cost_usd) + (r.unpriced_requests ? " *" : "")),
           G.h("td", { "class": "num" }, ms(r.ttft_ms.p50) + " / " + ms(r.ttft_ms.p95)),
           G.h("td", { "class": "num" }, ms(r.duration_ms.p50) + " / " + ms(r.duration_ms.p95)));
-      }) : [G.h("tr", { "class": "empty" }, G.h("td", { colspan: "7" }, "No turns in this range."))];
+      }) : [G.h("tr", { "class": "empty" }, G.h("td", { colspan: "8" }, "No turns in this range."))];
       return G.h("div", { "class": "table-scroll" }, G.h("table", {}, G.h("thead", {}, head), G.h("tbody", {}, rows)));
-    }));
+    });
+    var users = data.by_user || [];
+    if (users.length) {  // the end users clients named, each as its key's (whole hours)
+      var uhead = G.h("tr", {}, ["by end user", "key", "requests", "in", "out", "cost"].map(function (c, i) {
+        return G.h("th", { "class": i > 1 ? "num" : "" }, c); }));
+      tables.push(G.h("div", { "class": "table-scroll" }, G.h("table", {}, G.h("thead", {}, uhead),
+        G.h("tbody", {}, users.map(function (r) {
+          return G.h("tr", { "data-usage-row": "user" }, G.h("td", {}, r.user), G.h("td", {}, r.key ? r.name + " (" + r.key + ")" : r.name),
+            G.h("td", { "class": "num" }, String(r.requests)), G.h("td", { "class": "num" }, C.format(r.input_tokens)),
+            G.h("td", { "class": "num" }, C.format(r.output_tokens)), G.h("td", { "class": "num" }, money(r.cost_usd)));
+        })))));
+    }
+    box.replaceChildren.apply(box, tables);
   };
 
   G.usage = { Usage: Usage, blocks: G.qa("[data-usage]").map(function (root) { return new Usage(root); }) };
