@@ -20,7 +20,7 @@ from prometheus_client import REGISTRY, CollectorRegistry
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import choose_encoder
 
-from agents import services
+from agents import selectors, services
 from agents.http.authentication import raw_api_key
 from agents.infra import metrics
 from agents.infra.database import run_db
@@ -52,18 +52,20 @@ def address_allowed(address: str | None) -> bool:
     return any(ip in net for net in _networks(tuple(settings.GAIA_METRICS_ALLOWED_IPS)))
 
 
-def _database_facts() -> dict[str, int]:
-    """The gauges that are the database's: three counts on indexed columns."""
+def _database_facts() -> dict[str, Any]:
+    """The gauges that are the database's: three counts on indexed columns, and the budgets
+    (a few rows)."""
     return {
         "approvals": Approval.objects.filter(status=Approval.Status.PENDING).count(),
         "queued": BenchmarkRun.objects.filter(status=BenchmarkRun.Status.QUEUED).count(),
         "running": BenchmarkRun.objects.filter(status=BenchmarkRun.Status.RUNNING).count(),
         "workers": queue_state()["workers"],
+        "budgets": [selectors.budget_public(b) for b in selectors.budget_list()],
     }
 
 
 class _DatabaseGauges:
-    def __init__(self, facts: dict[str, int]) -> None:
+    def __init__(self, facts: dict[str, Any]) -> None:
         self.facts = facts
 
     def collect(self) -> Any:
@@ -80,6 +82,16 @@ class _DatabaseGauges:
         yield GaugeMetricFamily("gaia_benchmark_workers_live",
                                 "Workers (Celery or embedded) whose heartbeat is fresh.",
                                 value=facts["workers"])
+        families = {name: GaugeMetricFamily(f"gaia_budget_{name}", text,
+                                            labels=["budget", "scope", "unit"])
+                    for name, text in (("limit", "A budget's limit (USD or tokens)."),
+                                       ("spent", "What a budget's period has spent."),
+                                       ("remaining", "What is left of a budget's period, "
+                                        "less what running turns hold."))}
+        for b in facts.get("budgets", []):
+            for name, family in families.items():
+                family.add_metric([b["name"], b["scope"], b["unit"]], float(b[name]))
+        yield from families.values()
 
 
 class _ThisProcess:
@@ -89,7 +101,7 @@ class _ThisProcess:
         return REGISTRY.collect()
 
 
-def exposition(facts: dict[str, int] | None = None, accept: str = "") -> tuple[bytes, str]:
+def exposition(facts: dict[str, Any] | None = None, accept: str = "") -> tuple[bytes, str]:
     """Every family, in the format ``accept`` asks for (Prometheus' text format, or
     OpenMetrics), with its content type: this machine's processes' values (or this
     process's) and, when given, the database's gauges."""

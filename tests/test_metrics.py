@@ -282,3 +282,31 @@ def test_counts_of_one_process(gaia_server: GaiaServer, api_key: str, metrics_ke
         before, "gaia_requests_total", route=CHAT, agent="echo", status="200") + 1
     assert value(after, "gaia_tokens_total", agent="echo", type="output") > value(
         before, "gaia_tokens_total", agent="echo", type="output")
+
+
+def test_spend_and_budgets_are_metrics(gaia_server: GaiaServer, api_key: str,
+                                       metrics_key: str, make_agent: Any) -> None:
+    """What turns cost, by agent and model (a counter), and each budget's limit, spend and
+    what remains (gauges read from the database at the scrape)."""
+    from datetime import UTC, datetime
+
+    from agents.models import Budget, Message, ModelPrice
+
+    agent = make_agent(slug="priced", provider__options={"reply": "one two three four"})
+    ModelPrice.objects.create(provider=agent.provider, model="", input_per_mtok=5,
+                              output_per_mtok=20)
+    Budget.objects.create(name="priced-day", scope="agent", agent=agent, unit="usd",
+                          limit=10**9, period="day",  # one dollar
+                          period_start=datetime(1970, 1, 1, tzinfo=UTC))
+    before = scrape(gaia_server, metrics_key)
+    assert chat(gaia_server, api_key, "priced") == 200
+    after = scrape(gaia_server, metrics_key)
+    cost = float(Message.objects.get(thread__agent=agent, role="assistant").cost)
+    assert cost > 0
+    spent = value(after, "gaia_spend_usd_total", agent="priced") - value(
+        before, "gaia_spend_usd_total", agent="priced")
+    assert abs(spent - cost) < 1e-12
+    labels = {"budget": "priced-day", "scope": "agent", "unit": "usd"}
+    assert value(after, "gaia_budget_limit", **labels) == 1.0
+    assert abs(value(after, "gaia_budget_spent", **labels) - cost) < 1e-12
+    assert abs(value(after, "gaia_budget_remaining", **labels) - (1.0 - cost)) < 1e-12

@@ -71,6 +71,9 @@ OVERHEAD_SECONDS = Histogram(
 TOKENS = Counter(
     "gaia_tokens", "Tokens of finished turns, by agent, upstream model and type.",
     ["agent", "model", "type"])
+SPEND = Counter(
+    "gaia_spend_usd", "What finished turns cost in USD, by agent and upstream model (turns of "
+    "a model with no known price are not in it: gaia_tokens counts them).", ["agent", "model"])
 TURNS = Counter(
     "gaia_turns", "Finished turns, by agent and how they ended (finish reason).",
     ["agent", "outcome"])
@@ -111,6 +114,10 @@ def turn_done(agent: str, model: str, outcome: str, input_tokens: int, output_to
         TOKENS.labels(agent, model, "output").inc(output_tokens)
     if ttft_ms is not None:
         TTFT_SECONDS.labels(agent).observe(ttft_ms / 1000)
+
+
+def spent(agent: str, model: str, cost_nanos: int) -> None:
+    SPEND.labels(agent, model).inc(cost_nanos / 1e9)
 
 
 def tool_done(agent: str, tool: str, ok: bool, seconds: float) -> None:

@@ -241,6 +241,8 @@ class TurnEnding:
                          price_provider=self.agent.provider.name, holds=self.holds,
                          user=(self.spec.end_user or self.spec.user or "")
                          if self.spec.api_key is not None else "")
+            if r.cost_nanos:  # set by storing it
+                metrics.spent(self.agent.slug, r.model, r.cost_nanos)
         except Exception as exc:
             # The database refused the reply: record that instead, which releases the lease,
             # with the reply's text if the database takes that (the client has it: so does the
