@@ -364,9 +364,6 @@ GAIA_MAX_THREADS_PER_REQUEST = env.int("GAIA_MAX_THREADS_PER_REQUEST", default=2
 # line): twice that keeps an admitted turn within about twice its unloaded time; a provider
 # that takes seconds per turn (turns that mostly wait) may want more, and --workers multiply it.
 GAIA_MAX_TURNS_IN_FLIGHT = env.int("GAIA_MAX_TURNS_IN_FLIGHT", default=32)
-# How long a turn's budget reservation lives (agents.services.budgets): a hold whose process
-# died is given back after it; a turn that runs longer still settles what it used.
-GAIA_BUDGET_HOLD_SECONDS = env.int("GAIA_BUDGET_HOLD_SECONDS", default=900)
 # Delegated turns of one request running at once at each depth (the others wait their turn).
 GAIA_MAX_CONCURRENT_DELEGATIONS = env.int("GAIA_MAX_CONCURRENT_DELEGATIONS", default=4)
 # A tool's result as the model, the feed and the thread get it (the rest is cut, and said so).

@@ -51,7 +51,8 @@ class BudgetInput(StrictSerializer):
     agent = serializers.CharField(required=False, allow_null=True, max_length=100)
     user = serializers.CharField(required=False, allow_blank=True, max_length=300)
     unit = serializers.ChoiceField(choices=Budget.Unit.choices)
-    limit = serializers.DecimalField(max_digits=18, decimal_places=9, min_value=Decimal(0))
+    limit = serializers.DecimalField(max_digits=28, decimal_places=9, min_value=Decimal(0),
+                                     help_text="USD (at most 9,000,000,000) or tokens.")
     period = serializers.ChoiceField(choices=Budget.Period.choices)
     soft_percent = serializers.IntegerField(required=False, allow_null=True, min_value=1,
                                             max_value=100)
@@ -68,7 +69,7 @@ class BudgetUpdateInput(BudgetInput):
     name = serializers.CharField(max_length=100, required=False)
     scope = serializers.ChoiceField(choices=Budget.Scope.choices, required=False)
     unit = serializers.ChoiceField(choices=Budget.Unit.choices, required=False)
-    limit = serializers.DecimalField(max_digits=18, decimal_places=9, min_value=Decimal(0),
+    limit = serializers.DecimalField(max_digits=28, decimal_places=9, min_value=Decimal(0),
                                      required=False)
     period = serializers.ChoiceField(choices=Budget.Period.choices, required=False)
 

@@ -90,6 +90,8 @@ class QuotaExceeded(GaiaError):
     status = 429
     kind = "insufficient_quota"
     default_code = "insufficient_quota"
+    # What to tell the feed once the refusing transaction has ended (set by the service)
+    announce: object = None
 
 
 class BackendError(GaiaError):

@@ -38,7 +38,6 @@ from agents.models.memory import (
 )
 from agents.models.spend import (
     Budget,
-    BudgetHold,
     ModelPrice,
 )
 from agents.models.threads import (
@@ -65,7 +64,6 @@ __all__ = [
     "ApiKey",
     "AuditEvent",
     "Budget",
-    "BudgetHold",
     "ModelPrice",
     "Approval",
     "BUILTIN_TOOLS",

@@ -95,17 +95,3 @@ class Budget(models.Model):
 
     def __str__(self) -> str:
         return self.name
-
-
-class BudgetHold(models.Model):
-    """What one running turn reserved against one budget, until it settles. A hold whose
-    turn's process died is released once it expires (``agents.services.budgets``)."""
-
-    budget = models.ForeignKey(Budget, on_delete=models.CASCADE, related_name="holds")
-    turn = models.CharField(max_length=100, db_index=True, help_text="The turn's response id.")
-    amount = models.BigIntegerField()
-    period_start = models.DateTimeField()
-    expires_at = models.DateTimeField(db_index=True)
-
-    def __str__(self) -> str:
-        return f"{self.turn}: {self.amount} of budget {self.budget_id}"

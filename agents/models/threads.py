@@ -54,6 +54,10 @@ class Thread(models.Model):
     # checkpoint (agents.turns.checkpoint): what an interrupted turn's message keeps when its
     # process died. Emptied when the turn is recorded.
     partial_reply = models.TextField(blank=True, editable=False)
+    # What its running turn holds against budgets ({"<budget id>": [amount, "<period>"]}),
+    # written with the lease and cleared with it: a turn whose process died gives them back
+    # when its lease is found expired (agents.services.budgets).
+    budget_holds = models.JSONField(null=True, blank=True, editable=False)
     route = models.JSONField(
         null=True, blank=True,
         help_text="How a request for a virtual model (auto, team/...) reached this thread's "

@@ -37,7 +37,8 @@ from agents.services.budgets import (
     Held,
     Holds,
     budget_delete,
-    budget_holds_sweep,
+    budget_holds_release,
+    budget_refusal_announce,
     budget_reserve,
     budget_save,
     budget_settle,
@@ -108,6 +109,7 @@ from agents.services.tools import (
     mcp_servers_export,
     mcp_servers_import,
 )
+from agents.services.turn_statements import single_statements
 from agents.services.usage import (
     UsageTurn,
     usage_error_kind,
@@ -157,7 +159,8 @@ __all__ = [
     "Held",
     "Holds",
     "budget_delete",
-    "budget_holds_sweep",
+    "budget_holds_release",
+    "budget_refusal_announce",
     "budget_reserve",
     "budget_save",
     "budget_settle",
@@ -167,6 +170,7 @@ __all__ = [
     "price_set",
     "price_of",
     "turn_cost",
+    "single_statements",
     "api_key_update",
     "Actor",
     "actor_label",

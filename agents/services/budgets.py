@@ -8,27 +8,31 @@ lock on SQLite), never a read followed by a write, so fifty turns racing at a bu
 for ten get ten holds, whichever processes serve them. All of a turn's holds are taken in one
 transaction, budgets in id order (no deadlock): refused by one, it holds none.
 
-When the turn ends, however it ends (a reply, an error, a kill, a client gone),
-:func:`budget_settle` gives the hold back and adds what the turn really used. A hold whose
-turn's process died is released when it expires (``GAIA_BUDGET_HOLD_SECONDS``) by the next
-reservation that would otherwise be refused, and by the sweep at server start.
+The turn's holds are written on its thread with its lease (``Thread.budget_holds``): when the
+turn ends, however it ends (a reply, an error, a kill, a client gone), :func:`budget_settle`
+gives them back and adds what the turn really used, while the reply's own write clears them.
+A turn whose process died is found by its expired lease (the next turn on its thread, or the
+sweep at server start: ``agents.services.leases``), which gives its holds back
+(:func:`budget_holds_release`). Holding and settling add one statement each to the turn
+(scripts/perf/spend.py: a table of holds of its own cost two more).
 
 A new period (day, month, in UTC) starts in the statement of its first reservation, which
 resets ``spent`` and ``reserved`` (holds of the period before settle into nothing)."""
 
 from __future__ import annotations
 
+import functools
 import logging
+import sqlite3
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
-from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
 from agents.kernel.exceptions import InvalidRequest, QuotaExceeded
-from agents.models import Agent, ApiKey, Budget, BudgetHold
+from agents.models import Agent, ApiKey, Budget
 from agents.models.spend import dollars_of, nanos_of
 from agents.outlet import events, realtime
 from agents.selectors.budgets import BudgetRule, period_end, period_start
@@ -41,10 +45,17 @@ _T = "agents_budget"
 
 
 def _q(name: str) -> str:
-    return connection.ops.quote_name(name)
+    return f'"{name}"'  # PostgreSQL's and SQLite's quoting alike (no lookup: it is per turn)
 
 
 def _dt(value: datetime) -> Any:
+    return _prepared(value, connection.vendor)
+
+
+@functools.lru_cache(maxsize=512)
+def _prepared(value: datetime, vendor: str) -> Any:
+    """A datetime as the database takes it: periods repeat (a day's, a month's), and an
+    expiry is to the second, so most are prepared once (15 us each otherwise, 7 a turn)."""
     return Budget._meta.get_field("period_start").get_db_prep_value(value, connection)
 
 
@@ -66,15 +77,81 @@ class Holds:
     price: Price | None
     settled: bool = False
 
+    def stored(self) -> dict[str, Any]:
+        """What the turn's thread keeps of them while it runs (``Thread.budget_holds``)."""
+        return {str(h.rule.id): [h.amount, h.period_start.isoformat()] for h in self.held}
 
-def _reserve_sql() -> str:
-    ps, sp, rs, lim = _q("period_start"), _q("spent"), _q("reserved"), _q("limit")
-    fresh = f"{ps} < %s"
-    return (f"UPDATE {_T} SET {sp} = CASE WHEN {fresh} THEN 0 ELSE {sp} END, "  # noqa: S608
-            f"{rs} = CASE WHEN {fresh} THEN %s ELSE {rs} + %s END, "
-            f"{ps} = CASE WHEN {fresh} THEN %s ELSE {ps} END "
-            f"WHERE {_q('id')} = %s "
-            f"AND (CASE WHEN {fresh} THEN 0 ELSE {sp} + {rs} END) + %s <= {lim}")
+
+_B = f'{_T}.'  # a column of the budget's row, where another table has one of that name
+
+
+def _rows(n: int, vendor: str, columns: tuple[tuple[str, str], ...]) -> str:
+    """``n`` rows of parameters named ``columns`` (name, SQL type) as a table ``v``: a
+    SELECT ... UNION ALL (SQLite names no columns of a VALUES list). Three parameters a
+    budget, where a CASE per value repeated them: 9 instead of 51 for three budgets, and on
+    PostgreSQL every parameter is one more value to send (scripts/perf/spend.py)."""
+    if vendor == "postgresql":
+        one = ", ".join(f"CAST(%s AS {kind}) AS {name}" for name, kind in columns)
+    else:
+        one = ", ".join(f"%s AS {name}" for name, _ in columns)
+    return "(" + " UNION ALL ".join([f"SELECT {one}"] * n) + ") AS v"
+
+
+_HOLD = (("id", "BIGINT"), ("p", "TIMESTAMP WITH TIME ZONE"), ("a", "BIGINT"))
+_USE = (("id", "BIGINT"), ("p", "TIMESTAMP WITH TIME ZONE"), ("u", "BIGINT"), ("b", "BIGINT"))
+
+
+@functools.lru_cache(maxsize=32)
+def _reserve_sql(n: int, vendor: str) -> str:
+    """One ``UPDATE`` that holds ``v.a`` on every one of ``n`` budgets that has room for it
+    in its period ``v.p`` (a period that began since starts afresh in the same statement),
+    returning the ids it held on. Parameters: (id, period start, amount) a budget."""
+    ps, sp, rs = f"{_B}{_q('period_start')}", f"{_B}{_q('spent')}", f"{_B}{_q('reserved')}"
+    fresh = f"{ps} < v.p"
+    return (f"UPDATE {_T} SET {_q('spent')} = CASE WHEN {fresh} THEN 0 ELSE {sp} END, "  # noqa: S608
+            f"{_q('reserved')} = CASE WHEN {fresh} THEN v.a ELSE {rs} + v.a END, "
+            f"{_q('period_start')} = CASE WHEN {fresh} THEN v.p ELSE {ps} END "
+            f"FROM {_rows(n, vendor, _HOLD)} WHERE {_B}{_q('id')} = v.id "
+            f"AND (CASE WHEN {fresh} THEN 0 ELSE {sp} + {rs} END) + v.a <= "
+            f"{_B}{_q('limit')} RETURNING {_B}{_q('id')}")
+
+
+@functools.lru_cache(maxsize=32)
+def _settle_sql(n: int, vendor: str) -> str:
+    """Add each budget's use ``v.u`` and give back its hold ``v.b``, in the period ``v.p``
+    it was held in, returning each one's spend. Parameters: (id, period, use, back)."""
+    ps, sp, rs = f"{_B}{_q('period_start')}", f"{_B}{_q('spent')}", f"{_B}{_q('reserved')}"
+    return (f"UPDATE {_T} SET {_q('spent')} = {sp} + CASE WHEN {ps} = v.p THEN v.u "  # noqa: S608
+            f"ELSE 0 END, {_q('reserved')} = {rs} - CASE WHEN {ps} = v.p THEN v.b ELSE 0 END "
+            f"FROM {_rows(n, vendor, _USE)} WHERE {_B}{_q('id')} = v.id "
+            f"RETURNING {_B}{_q('id')}, {sp}")
+
+
+@functools.lru_cache(maxsize=64)
+def _placeholders(sql: str, vendor: str) -> str:
+    return sql.replace("%s", "?") if vendor == "sqlite" else sql
+
+
+def _run(sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
+    """``sql`` on the database driver's own cursor, binding its parameters on the server:
+    Django's wrappers rewrote a budget statement's placeholders with a regular expression on
+    every turn (SQLite), and wrote each parameter into the statement's text (PostgreSQL's
+    client-side binding); both cost more than the statements (py-spy, scripts/perf/spend.py).
+    Inside the caller's transaction, if any."""
+    connection.ensure_connection()
+    raw = connection.connection
+    vendor = connection.vendor
+    if vendor == "sqlite":
+        cursor: Any = sqlite3.Cursor(raw)  # not the connection's factory (Django's wrapper)
+    else:
+        import psycopg
+
+        cursor = psycopg.Cursor(raw)  # server-side binding
+    try:
+        cursor.execute(_placeholders(sql, vendor), params)
+        return cursor.fetchall() if cursor.description else []
+    finally:
+        cursor.close()
 
 
 def _amount(rule: BudgetRule, *, tokens: int, price: Price | None, input_tokens: int,
@@ -91,105 +168,105 @@ def budget_reserve(*, rules: list[BudgetRule], turn: str, provider_name: str, mo
                    ) -> Holds:
     """Hold ``input_tokens + output_tokens`` (priced by ``provider_name``'s ``model`` for a
     budget in money) against every budget in ``rules``, or raise :class:`QuotaExceeded`
-    naming the first that has no room (and hold nothing). A money budget cannot hold a turn
-    whose model has no known price: it is refused, not let through. Call on a database
-    thread."""
+    naming one that has no room (and hold nothing). A money budget cannot hold a turn whose
+    model has no known price: it is refused, not let through. Call on a database thread.
+
+    One ``UPDATE`` for every budget and one ``INSERT`` of the holds, in one transaction (on
+    PostgreSQL one statement: a CTE, atomic by itself): reading the holds back, one row at a
+    time through the ORM, cost 1 ms a turn with three budgets (scripts/perf/spend.py)."""
     now = now or timezone.now()
     price = price_of(provider_name=provider_name, model=model) if any(
         r.unit == Budget.Unit.USD for r in rules) else None
     tokens = input_tokens + output_tokens
-    held: list[Held] = []
-    refused: tuple[BudgetRule, str] | None = None
-    sql = _reserve_sql()
-    expires = now + timedelta(seconds=settings.GAIA_BUDGET_HOLD_SECONDS)
-    with transaction.atomic(), connection.cursor() as cursor:
-        for rule in sorted(rules, key=lambda r: r.id):
-            amount = _amount(rule, tokens=tokens, price=price, input_tokens=input_tokens,
-                             output_tokens=output_tokens)
-            if amount is None:
-                refused = (rule, f"no price is known for the model '{model}' (set one)")
-                break
-            start = period_start(rule.period, now)
-            p = _dt(start)
-            params = [p, p, amount, amount, p, p, rule.id, p, amount]
-            cursor.execute(sql, params)
-            if not cursor.rowcount and _holds_expired_release(rule.id, now):
-                cursor.execute(sql, params)  # room held by a dead process's turn, freed
-            if not cursor.rowcount:
-                refused = (rule, "it has no room for this request")
-                break
-            held.append(Held(rule, amount, start))
-        if refused is None and held:
-            BudgetHold.objects.bulk_create([
-                BudgetHold(budget_id=h.rule.id, turn=turn, amount=h.amount,
-                           period_start=h.period_start, expires_at=expires) for h in held])
-        elif refused is not None:
-            transaction.set_rollback(True)
-    if refused is not None:
-        rule, why = refused
-        _signal_once(rule, "budget_exceeded", "exceeded_period", now)
-        end = period_end(rule.period, now)
-        raise QuotaExceeded(
-            f"Budget '{rule.name}' ({rule.target}, {rule.amount_public(rule.limit)} "
-            f"{rule.unit} a {rule.period if rule.period != 'total' else 'lifetime'}): {why}.",
-            retry_after=max(1, int((end - now).total_seconds()) + 1) if end else None)
-    return Holds(turn, held, price)
+    by_id = {r.id: r for r in rules}
+    starts = {r.id: period_start(r.period, now) for r in rules}
+    amounts: dict[int, int] = {}
+    for rule in rules:
+        amount = _amount(rule, tokens=tokens, price=price, input_tokens=input_tokens,
+                         output_tokens=output_tokens)
+        if amount is None:
+            _refuse(rule, f"no price is known for the model '{model}' (set one)", now)
+        amounts[rule.id] = amount  # type: ignore[assignment]
+    periods = {pk: _dt(start) for pk, start in starts.items()}
+    n, vendor = len(rules), connection.vendor
+    params = [v for pk in amounts for v in (pk, periods[pk], amounts[pk])]
+    # One statement: atomic alone. Inside the turn's own transaction (SQLite), a refusal
+    # rolls that back; else what it held on some budgets is given back.
+    got = {row[0] for row in _run(_reserve_sql(n, vendor), params)}
+    if len(got) < n and connection.in_atomic_block:
+        transaction.set_rollback(True)  # all or none
+    if len(got) == n:
+        return Holds(turn, [Held(by_id[pk], amounts[pk], starts[pk]) for pk in amounts],
+                     price)
+    if got and not connection.in_atomic_block:  # held on some, committed: give them back
+        _unreserve({pk: amounts[pk] for pk in got}, {pk: periods[pk] for pk in got})
+    _refuse(next(by_id[pk] for pk in amounts if pk not in got),
+            "it has no room for this request", now)
+    raise AssertionError("unreachable")
 
 
-def _holds_expired_release(budget_id: int, now: datetime) -> int:
-    """Give back the holds on ``budget_id`` that expired (their turns' processes died)."""
-    released = 0
-    for hold in BudgetHold.objects.filter(budget_id=budget_id, expires_at__lt=now):
-        if BudgetHold.objects.filter(pk=hold.pk).delete()[0]:
-            Budget.objects.filter(pk=budget_id, period_start=hold.period_start).update(
-                reserved=_F("reserved") - hold.amount)
-            released += 1
-    return released
+def _unreserve(amounts: dict[int, int], periods: dict[int, Any]) -> None:
+    _run(_settle_sql(len(amounts), connection.vendor),
+         [v for pk in amounts for v in (pk, periods[pk], 0, amounts[pk])])
 
 
-def _F(name: str) -> Any:
-    from django.db.models import F
+def _refuse(rule: BudgetRule, why: str, now: datetime) -> None:
+    """Raise the refusal; the feed hears of it once a period, once the transaction the
+    caller may hold has ended (:func:`budget_refusal_announce`), or now if it holds none."""
+    end = period_end(rule.period, now)
+    exc = QuotaExceeded(
+        f"Budget '{rule.name}' ({rule.target}, {rule.amount_public(rule.limit)} "
+        f"{rule.unit} a {rule.period if rule.period != 'total' else 'lifetime'}): {why}.",
+        retry_after=max(1, int((end - now).total_seconds()) + 1) if end else None)
+    exc.announce = functools.partial(_signal_once, rule, "budget_exceeded", "exceeded_period",
+                                     now)
+    if not connection.in_atomic_block:
+        budget_refusal_announce(exc)
+    raise exc
 
-    return F(name)
+
+def budget_refusal_announce(exc: QuotaExceeded) -> None:
+    """Tell the feed of a refusal (once a period), after the transaction that refused it."""
+    announce, exc.announce = exc.announce, None
+    if callable(announce):
+        announce()
 
 
-def budget_holds_sweep(*, now: datetime | None = None) -> int:
-    """Release every expired hold (at server start, after the turns of a dead process)."""
-    now = now or timezone.now()
-    ids = set(BudgetHold.objects.filter(expires_at__lt=now).values_list("budget_id", flat=True))
-    return sum(_holds_expired_release(i, now) for i in ids)
+def budget_holds_release(held: dict[str, Any] | None) -> None:
+    """Give back what a turn held (``Thread.budget_holds``, as :meth:`Holds.stored` wrote
+    it) whose process died: found by its expired lease, in the transaction that records it
+    as interrupted. Nothing is charged: what it used is unknown."""
+    if not held:
+        return
+    amounts = {int(pk): amount for pk, (amount, _) in held.items()}
+    periods = {int(pk): _dt(datetime.fromisoformat(start)) for pk, (_, start) in held.items()}
+    _unreserve(amounts, periods)
 
 
 def budget_settle(*, holds: Holds, input_tokens: int, output_tokens: int,
-                  cost_nanos: int | None, now: datetime | None = None) -> None:
+                  cost_nanos: int | None, now: datetime | None = None,
+                  kept: bool = True) -> None:
     """The turn of ``holds`` ended having used these tokens and cost (``None``: unknown, then
     its reservation is what it is charged): each hold is given back and the real use added,
-    in the period it was held in. Idempotent. Call on a database thread."""
+    in the period it was held in, in one statement. ``kept=False``: its holds were given
+    back already (its lease expired and another process recorded it as interrupted), so
+    only its use is added. Idempotent. Call on a database thread."""
     if holds.settled:
         return
     holds.settled = True
     if not holds.held:
         return
     now = now or timezone.now()
-    sp, rs, ps = _q("spent"), _q("reserved"), _q("period_start")
-    same = f"{ps} = %s"
-    crossed: list[tuple[BudgetRule, int]] = []
-    with transaction.atomic(), connection.cursor() as cursor:
-        kept = {b for b, in BudgetHold.objects.filter(turn=holds.turn).values_list("budget_id")}
-        BudgetHold.objects.filter(turn=holds.turn).delete()
-        for h in holds.held:
-            used = (input_tokens + output_tokens if h.rule.unit == Budget.Unit.TOKENS
-                    else cost_nanos if cost_nanos is not None else h.amount)
-            back = h.amount if h.rule.id in kept else 0
-            p = _dt(h.period_start)
-            cursor.execute(
-                f"UPDATE {_T} SET {sp} = {sp} + CASE WHEN {same} THEN %s ELSE 0 END, "  # noqa: S608
-                f"{rs} = {rs} - CASE WHEN {same} THEN %s ELSE 0 END WHERE {_q('id')} = %s "
-                f"RETURNING {sp}", [p, used, p, back, h.rule.id])
-            row = cursor.fetchone()
-            if row is not None:
-                crossed.append((h.rule, row[0]))
-    for rule, spent in crossed:  # the feed hears of a threshold once a period
+    used = {h.rule.id: (input_tokens + output_tokens if h.rule.unit == Budget.Unit.TOKENS
+                        else cost_nanos if cost_nanos is not None else h.amount)
+            for h in holds.held}
+    periods = {h.rule.id: _dt(h.period_start) for h in holds.held}
+    crossed = _run(_settle_sql(len(used), connection.vendor),
+                   [v for h in holds.held for v in (h.rule.id, periods[h.rule.id],
+                                                    used[h.rule.id], h.amount if kept else 0)])
+    rules = {h.rule.id: h.rule for h in holds.held}
+    for pk, spent in crossed:  # the feed hears of a threshold once a period
+        rule = rules[pk]
         if rule.soft_percent and spent * 100 >= rule.limit * rule.soft_percent:
             _signal_once(rule, "budget_threshold", "threshold_period", now,
                          percent=rule.soft_percent)
@@ -247,6 +324,9 @@ def _checked(budget: Budget) -> None:
             raise InvalidRequest(f"A {scope} budget has no {name}.", param=name)
     if budget.limit <= 0:
         raise InvalidRequest("limit must be more than 0.", param="limit")
+    if budget.limit >= 2**63 // 2:  # spent + reserved + a turn must fit a 64-bit integer
+        raise InvalidRequest("limit is too large (at most 9,000,000,000 USD, or that many "
+                             "billion tokens).", param="limit")
     if budget.soft_percent is not None and not 1 <= budget.soft_percent <= 100:
         raise InvalidRequest("soft_percent is between 1 and 100.", param="soft_percent")
     clash = Budget.objects.filter(name=budget.name).exclude(pk=budget.pk).exists()

@@ -14,6 +14,7 @@ from django.utils import timezone
 from agents.models import Agent, Approval, Message, Thread
 from agents.outlet import events, realtime
 from agents.services.audit import SYSTEM, audit_record
+from agents.services.budgets import budget_holds_release
 from agents.services.digests import digest_chain
 from agents.services.usage import UsageTurn, usage_record
 
@@ -28,12 +29,14 @@ def lease_free(now: Any) -> Q:
 def thread_record_abandoned(*, thread: Thread, agent: Agent, now: Any) -> int:
     """Record that the turn which held ``thread``'s (now expired) lease never finished: an
     assistant message with finish reason ``interrupted`` holding the reply's text as far as
-    its last checkpoint, and the thread's ``last_error``; the approvals it waited for are
-    ``expired`` (nobody is left to act on a decision); the feed hears of it. Call inside the
+    its last checkpoint, and the thread's ``last_error``; its budget holds given back; the
+    approvals it waited for are ``expired`` (nobody is left to act on a decision); the feed
+    hears of it. Call inside the
     transaction that takes the lease. Returns the thread's new message count."""
     seq = thread.message_count
-    key_id, text = Thread.objects.filter(pk=thread.pk).values_list(
-        "api_key_id", "partial_reply").get()  # the reply as far as its last checkpoint
+    key_id, text, holds = Thread.objects.filter(pk=thread.pk).values_list(
+        "api_key_id", "partial_reply", "budget_holds").get()  # the reply so far, its holds
+    budget_holds_release(holds)  # what it used is unknown: nothing is charged
     row = Message.objects.create(
         thread_id=thread.pk, agent_id=agent.pk, seq=seq, role=Message.Role.ASSISTANT, content=text,
         finish_reason="interrupted", error=INTERRUPTED_ERROR, dialect="",
@@ -43,7 +46,7 @@ def thread_record_abandoned(*, thread: Thread, agent: Agent, now: Any) -> int:
     if text:  # replayable, as thread_turn_finish stores a partial reply
         thread.history_digest = update["history_digest"] = digest_chain(
             [row.to_llm()], start=thread.history_digest)[-1]
-    Thread.objects.filter(pk=thread.pk).update(partial_reply="", **update)
+    Thread.objects.filter(pk=thread.pk).update(partial_reply="", budget_holds=None, **update)
     usage_record(turn=UsageTurn(
         at=row.created_at, agent_id=agent.pk, key_id=key_id or 0, model=agent.model_name,
         error_kind="interrupted", input_tokens=0, output_tokens=0, ttft_ms=None,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -77,6 +78,7 @@ def thread_turn_begin(
     sender: str = "",
     run_id: int | None = None,
     parent_message_id: int | None = None,
+    before: Callable[[], dict[str, Any] | None] | None = None,
 ) -> TurnStart | None:
     """Find or create the thread for this conversation, take its lease and store the new messages.
 
@@ -92,12 +94,22 @@ def thread_turn_begin(
     work of that benchmark run, ``parent_message_id`` as another agent's call.
 
     Raises :class:`NotFound` for an explicit thread id this key does not own.
+
+    ``before``: what the turn does first (its budget holds, kept on the thread with the
+    lease: ``Thread.budget_holds``): in the transaction that stores it where there is one
+    (SQLite: one commit, not two; a refusal stores nothing, a busy thread holds nothing),
+    else first, on its own (PostgreSQL's statements are atomic alone: the caller gives the
+    holds back if this returns ``None``).
     """
     chain = digest_chain(incoming)
     now = timezone.now()
     token = uuid.uuid4().hex
     client = selectors.client_label(user=user, api_key=api_key)
-    lease = {"lock_token": token, "lock_expires_at": now + timedelta(seconds=lease_seconds)}
+    lease: dict[str, Any] = {"lock_token": token,
+                             "lock_expires_at": now + timedelta(seconds=lease_seconds)}
+    if before is not None and single_statements():
+        lease["budget_holds"] = before()
+        before = None
 
     def create(parent: Thread | None) -> TurnStart:
         # A new thread is born holding its lease and its messages: one statement on
@@ -153,6 +165,8 @@ def thread_turn_begin(
                                            stateful=stateful, api_key=api_key)
 
     with transaction.atomic():
+        if before is not None:
+            lease["budget_holds"] = before()
         thread: Thread | None = None
         forked = stateful = False
         matched = 0
@@ -202,6 +216,8 @@ def thread_turn_begin(
                                                             now=now)
         if not got:
             if exclusive or stateful:
+                if before is not None:
+                    transaction.set_rollback(True)  # its holds too: taken again next time
                 return None  # busy, or it moved on meanwhile: wait and resolve again
             # A derived session (no client session id) that is busy is a different person
             # who happened to start the same way: give them their own thread, don't queue.
@@ -345,19 +361,23 @@ def thread_turn_finish(
     result.cost_nanos, cost_source = turn_cost(
         provider_name=result.provider or price_provider, model=result.model,
         input_tokens=result.input_tokens, output_tokens=result.output_tokens)
-    _finish(start=start, result=result, dialect=dialect, busy_with=busy_with, now=now,
-            cost_source=cost_source, user=user)
-    if holds is not None:
+
+    def settle(kept: bool) -> None:
+        if holds is None:
+            return
         try:
             budget_settle(holds=holds, input_tokens=result.input_tokens,
                           output_tokens=result.output_tokens, cost_nanos=result.cost_nanos,
-                          now=now)
-        except Exception:  # the reply is stored: its hold expires (GAIA_BUDGET_HOLD_SECONDS)
+                          now=now, kept=kept)
+        except Exception:  # the reply is stored: the hold stays until its period ends
             log.exception("could not settle the budgets of turn %s", result.response_id)
+
+    _finish(start=start, result=result, dialect=dialect, busy_with=busy_with, now=now,
+            cost_source=cost_source, user=user, settle=settle)
 
 
 def _finish(*, start: TurnStart, result: TurnResult, dialect: str, busy_with: Any, now: Any,
-            cost_source: str, user: str = "") -> None:
+            cost_source: str, user: str, settle: Callable[[bool], None]) -> None:
     reply = llm.Message(
         role="assistant",
         parts=(llm.TextPart(result.text),) if result.text else (),
@@ -372,6 +392,7 @@ def _finish(*, start: TurnStart, result: TurnResult, dialect: str, busy_with: An
         "lock_token": "",
         "lock_expires_at": None,
         "partial_reply": "",
+        "budget_holds": None,
     }
     if result.usage_estimated:
         update["usage_estimated"] = True
@@ -403,12 +424,14 @@ def _finish(*, start: TurnStart, result: TurnResult, dialect: str, busy_with: An
         except NotOneStatement:
             pass
         else:
+            settle(True)  # its lease held: its holds were still there
             _announce_turn_finish(start=start, result=result, row=row, now=now,
                                   message_count=update["message_count"],
                                   busy_with=busy_with or busy, asked=True)
             return
     with transaction.atomic():
         held = {"id": start.thread_id, "lock_token": start.lock_token}
+        kept = True
         if not rows_update(Thread, where=held, values=update):
             # The lease expired and another turn moved the thread on: append after it.
             thread = Thread.objects.select_for_update().get(pk=start.thread_id)
@@ -416,11 +439,14 @@ def _finish(*, start: TurnStart, result: TurnResult, dialect: str, busy_with: An
             update["message_count"] = seq + 1
             if replayable:
                 update["history_digest"] = digest_chain([reply], start=thread.history_digest)[-1]
-            for lease_field in ("lock_token", "lock_expires_at", "partial_reply"):
+            for lease_field in ("lock_token", "lock_expires_at", "partial_reply",
+                                "budget_holds"):  # the other turn's
                 update.pop(lease_field)
+            kept = False  # the turn that took the lease gave its holds back
             rows_update(Thread, where={"id": start.thread_id}, values=update)
         rows_insert([row])
         usage_record(turn=usage_of(row))
+        settle(kept)  # in this transaction (SQLite: no commit of its own)
         _announce_turn_finish(start=start, result=result, row=row, now=now,
                               message_count=update["message_count"], busy_with=busy_with)
 

@@ -288,4 +288,29 @@ def usage_rebuild(*, chunk: int = 20000) -> int:
         last = UsageBucket.objects.order_by("-start").values_list("start", flat=True).first()
         usage_derive(targets=DERIVED, since=since,
                      until=bucket_start(last, SPAN_6H) + timedelta(seconds=SPAN_6H))
+    user_usage_rebuild()
     return counted + len(batch)
+
+
+def user_usage_rebuild() -> int:
+    """The end users' hours (:class:`agents.models.UserUsage`) again from the stored replies of
+    threads a key's client named a user on, summed in SQL. Returns the rows written."""
+    qn = connection.ops.quote_name
+    UserUsage.objects.all().delete()
+    if connection.vendor == "postgresql":
+        hour = "date_trunc('hour', m.created_at)"
+    else:
+        hour = "strftime('%%Y-%%m-%%d %%H:00:00', m.created_at)"
+    names = ", ".join(qn(c) for c in _USER_KEY + _USER_SUMS)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {qn(UserUsage._meta.db_table)} ({names}) "  # noqa: S608
+            f"SELECT {hour}, t.api_key_id, t.{qn('user')}, t.agent_id, COUNT(*), "
+            "SUM(COALESCE(m.input_tokens, 0)), SUM(COALESCE(m.output_tokens, 0)), "
+            "SUM(CAST(COALESCE(m.cost, 0) * 1000000000 AS BIGINT)), "
+            "SUM(CASE WHEN m.cost_source = 'unknown' THEN 1 ELSE 0 END) "
+            f"FROM {qn(Message._meta.db_table)} m JOIN agents_thread t ON t.id = m.thread_id "
+            "WHERE m.role = 'assistant' AND m.internal = %s AND t.api_key_id IS NOT NULL "
+            f"AND t.{qn('user')} <> '' GROUP BY {hour}, t.api_key_id, t.{qn('user')}, "
+            "t.agent_id", [False])
+        return cursor.rowcount

@@ -61,7 +61,7 @@ class TurnEnding:
     _pump_task: asyncio.Task[None] | None
     _events: asyncio.Queue[Any]
     _begin_later: Any
-    holds: Any  # its budget reservations (agents.services.Holds), settled when it ends
+    reservation: Any  # its budgets' holds (agents.turns.spend.Reservation), settled at its end
 
     def ending_init(self) -> None:
         self.parent: TurnEnding | None = None  # the turn that delegated this one to its agent
@@ -183,15 +183,16 @@ class TurnEnding:
         """Budgets and the key's tokens a minute get what the turn used (the stored reply
         settled its holds already, unless it could not be stored or never began)."""
         r, key = self.result, self.spec.api_key
+        holds = self.reservation.holds if self.reservation is not None else None
         try:
-            if self.holds is not None and not self.holds.settled:
+            if holds is not None and not holds.settled:
                 await asyncio.shield(run_db(
-                    services.budget_settle, holds=self.holds, input_tokens=r.input_tokens,
+                    services.budget_settle, holds=holds, input_tokens=r.input_tokens,
                     output_tokens=r.output_tokens, cost_nanos=r.cost_nanos))
             if key is not None and key.tokens_per_minute:
                 await asyncio.shield(run_db(spend.tpm_add, key_id=key.pk,
                                             tokens=r.input_tokens + r.output_tokens))
-        except Exception:  # the reply is stored; a hold left expires (GAIA_BUDGET_HOLD_SECONDS)
+        except Exception:  # the reply is stored; a hold left stays until the period ends
             log.exception("turn %s: could not settle its budgets", self.spec.response_id)
 
     def _end_span(self) -> None:
@@ -238,7 +239,8 @@ class TurnEnding:
             await run_db(services.thread_turn_finish, start=self.start, result=r,
                          dialect=self.spec.dialect,
                          busy_with=registry.agent_busy_elsewhere(self, self._registered),
-                         price_provider=self.agent.provider.name, holds=self.holds,
+                         price_provider=self.agent.provider.name,
+                         holds=self.reservation.holds if self.reservation is not None else None,
                          user=(self.spec.end_user or self.spec.user or "")
                          if self.spec.api_key is not None else "")
             if r.cost_nanos:  # set by storing it

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -60,7 +61,7 @@ class Turn(TurnEnding):
         self.input_tokens: int | None = None  # counted by open() when the agent has a limit
         self.trimmed = 0  # the oldest messages left out to fit the window (context_overflow)
         self.start: services.TurnStart | None = None  # the stored turn, once it is
-        self.holds: services.Holds | None = None  # its budget reservations (turns.spend)
+        self.reservation: spend.Reservation | None = None  # its tokens and budgets' holds
         self._events: asyncio.Queue[Any] = asyncio.Queue()  # filled by _pump
         self._pump_task: asyncio.Task[None] | None = None
         self.reply = Reply()
@@ -110,9 +111,12 @@ class Turn(TurnEnding):
         client = spec.request
         backend = backend_for(spec.agent.provider)
         requests.request_check(spec.agent, backend, client)
-        self.holds = await spend.turn_reserve(spec)  # before anything is stored
-        if spec.thread_id or spec.store_first:
-            self.start = await self._begin()
+        # Checked and held before anything is stored; then the turn is stored in the same
+        # database hop, before its request is sent (not while the provider works).
+        self.reservation = await spend.reservation(spec)
+        if spec.thread_id or spec.store_first or self.reservation is not None:
+            self.start = await self._begin(exclusive=bool(
+                spec.thread_id or spec.store_first or spec.session_key))
             self.request = self.build_request(self.start.history)
         else:
             self.request = self.build_request(client.messages)
@@ -155,13 +159,18 @@ class Turn(TurnEnding):
 
     async def _begin_once(self, *, exclusive: bool) -> services.TurnStart | None:
         """Store the turn under its thread's lease; ``None`` if another turn holds it (only
-        when ``exclusive``: a derived session that finds its thread busy gets a new one)."""
+        when ``exclusive``: a derived session that finds its thread busy gets a new one).
+        A turn with a reservation makes it in the same hop (its first time)."""
         spec = self.spec
         session_key = spec.session_key or services.session_key_fallback(
             model=spec.agent.slug, user=spec.user, messages=spec.request.messages
         )
+        reserved = self.reservation
+        call: Any = services.thread_turn_begin
+        if reserved is not None and not reserved.done:  # not on a second try at the lease
+            call = functools.partial(spend.reserved_begin, reserved)
         return await run_db(
-            services.thread_turn_begin,
+            call,
             agent=spec.agent, api_key=spec.api_key, session_key=session_key,
             thread_id=spec.thread_id, user=spec.user, incoming=spec.request.messages,
             workspace_root=spec.workspace_root, dialect=spec.dialect,
@@ -170,9 +179,9 @@ class Turn(TurnEnding):
             sender=spec.sender,
         )
 
-    async def _begin(self) -> services.TurnStart:
+    async def _begin(self, *, exclusive: bool = True) -> services.TurnStart:
         """Wait for the thread's lease (at most ``GAIA_THREAD_WAIT_SECONDS``, else 409) and
-        store the turn."""
+        store the turn (``exclusive=False``: a derived session, never waiting)."""
         wait = self.spec.lease_wait
         deadline = time.monotonic() + (settings.GAIA_THREAD_WAIT_SECONDS if wait is None
                                        else wait)
@@ -180,7 +189,8 @@ class Turn(TurnEnding):
         try:
             while True:
                 # Shielded: a turn stopped meanwhile records its end on what this stores.
-                self._begin_task = asyncio.ensure_future(self._begin_once(exclusive=True))
+                self._begin_task = asyncio.ensure_future(
+                    self._begin_once(exclusive=exclusive))
                 start = await asyncio.shield(self._begin_task)
                 if start is not None:
                     self._register(start)

@@ -18,12 +18,12 @@ from __future__ import annotations
 import math
 import time
 import uuid
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from agents import selectors, services
 from agents.infra.database import run_db
 from agents.kernel import llm
-from agents.kernel.exceptions import RateLimited
+from agents.kernel.exceptions import QuotaExceeded, RateLimited
 
 if TYPE_CHECKING:
     from agents.turns.spec import TurnSpec
@@ -38,25 +38,77 @@ def _worst_case(spec: TurnSpec) -> tuple[int, int]:
     return prompt, min(limits) if limits else 4096
 
 
-async def turn_reserve(spec: TurnSpec) -> services.Holds | None:
-    """Check the key's tokens a minute and hold the turn's worst case against its budgets;
-    raises :class:`RateLimited` or :class:`QuotaExceeded` (nothing held then)."""
-    key = spec.api_key
-    if key is not None and key.tokens_per_minute:
-        await run_db(tpm_check, key_id=key.pk, limit=key.tokens_per_minute)
+class Reservation:
+    """What a turn checks and holds before it is stored: :meth:`run` (on a database thread,
+    in the hop that stores the turn) checks the key's tokens a minute and holds the turn's
+    worst case against its budgets; ``holds`` are what it then holds, settled when the turn
+    ends (:class:`agents.turns.ending.TurnEnding`)."""
+
+    __slots__ = ("done", "holds", "key_id", "provider", "model", "rules", "tpm", "tokens",
+                 "turn")
+
+    def __init__(self, spec: TurnSpec, rules: list[Any]) -> None:
+        key = spec.api_key
+        self.key_id = key.pk if key is not None else 0
+        self.tpm = key.tokens_per_minute if key is not None else 0
+        self.rules = rules
+        self.tokens = _worst_case(spec)
+        self.provider, self.model = spec.agent.provider.name, spec.agent.model_name
+        self.turn = f"{spec.response_id[:80]}:{uuid.uuid4().hex[:12]}"
+        self.holds: services.Holds | None = None
+        self.done = False
+
+    def run(self) -> dict[str, Any] | None:
+        """Raises :class:`RateLimited` or :class:`QuotaExceeded` (nothing held then); returns
+        what the turn's thread keeps of its holds (``Thread.budget_holds``)."""
+        if self.tpm:
+            tpm_check(key_id=self.key_id, limit=self.tpm)
+        if self.rules:
+            prompt, output = self.tokens
+            self.holds = services.budget_reserve(
+                rules=self.rules, turn=self.turn, provider_name=self.provider, model=self.model,
+                input_tokens=prompt, output_tokens=output)
+        self.done = True
+        return self.holds.stored() if self.holds is not None else None
+
+
+async def reservation(spec: TurnSpec) -> Reservation | None:
+    """The turn's :class:`Reservation`, or ``None`` when no budget applies and its key has no
+    token limit: then nothing is done (the budgets are in memory for the current stamp)."""
     rules = selectors.budget_rules_current()
     if rules is None:
         rules = await run_db(selectors.budget_rules)
-    applying = selectors.budgets_applying(rules, api_key=key, agent_id=spec.agent.pk,
+    applying = selectors.budgets_applying(rules, api_key=spec.api_key, agent_id=spec.agent.pk,
                                           user=spec.end_user or spec.user)
-    if not applying:
+    if not applying and not (spec.api_key is not None and spec.api_key.tokens_per_minute):
         return None
-    prompt, output = _worst_case(spec)
-    return await run_db(
-        services.budget_reserve, rules=applying,
-        turn=f"{spec.response_id[:80]}:{uuid.uuid4().hex[:12]}",
-        provider_name=spec.agent.provider.name, model=spec.agent.model_name,
-        input_tokens=prompt, output_tokens=output)
+    return Reservation(spec, applying)
+
+
+def reserved_begin(reservation: Reservation, **begin: Any) -> Any:
+    """:meth:`Reservation.run`, then :func:`agents.services.thread_turn_begin`, in the same
+    database hop and on SQLite in the same transaction (one commit: a commit of its own was
+    half the budget check's cost there, scripts/perf/spend.py): a refusal stores nothing,
+    and the feed hears of it once that transaction has ended. A busy thread holds nothing
+    meanwhile: the next try holds again."""
+    rolled_back = not services.single_statements()  # SQLite: one transaction with the turn
+    try:
+        start = services.thread_turn_begin(before=reservation.run, **begin)
+    except QuotaExceeded as exc:
+        services.budget_refusal_announce(exc)
+        raise
+    except BaseException:
+        _release(reservation, rolled_back)
+        raise
+    if start is None:
+        _release(reservation, rolled_back)
+    return start
+
+
+def _release(reservation: Reservation, rolled_back: bool) -> None:
+    holds, reservation.holds, reservation.done = reservation.holds, None, False
+    if holds is not None and not rolled_back and not holds.settled:
+        services.budget_settle(holds=holds, input_tokens=0, output_tokens=0, cost_nanos=0)
 
 
 def _tpm_key(key_id: int, window: int) -> str:

@@ -104,6 +104,7 @@ def fill(n_messages: int, seed: int = 1) -> dict[str, Any]:
                 "latency_ms": latency, "provider": "perf", "created_at": reply_at})
             at = reply_at + timedelta(seconds=rng.uniform(5, 90))
         thread_rows.append({"id": tid, "agent_id": agent.pk, "api_key_id": key.pk if key else None,
+                            "user": f"user-{rng.randrange(1000)}" if key else "",
                             "session_key": f"s{n}", "title": f"thread {n}",
                             "status": "completed", "message_count": 2 * TURNS_PER_THREAD,
                             "input_tokens": tin, "output_tokens": tout,

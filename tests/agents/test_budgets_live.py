@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from agents.kernel import llm
-from agents.models import AuditEvent, Budget, BudgetHold, Message, ModelPrice
+from agents.models import AuditEvent, Budget, Message, ModelPrice, Thread
 from agents.models.spend import NANOS
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -71,7 +71,8 @@ def refused_as_quota(refused: list[httpx.Response], budget: str) -> None:
 def settled(budget: Budget) -> Budget:
     """The budget once every turn has settled (no hold left)."""
     deadline = time.monotonic() + 30
-    while BudgetHold.objects.filter(budget=budget).exists() and time.monotonic() < deadline:
+    while Thread.objects.filter(budget_holds__isnull=False).exists() and (
+            time.monotonic() < deadline):
         time.sleep(0.1)
     budget.refresh_from_db()
     assert budget.reserved == 0

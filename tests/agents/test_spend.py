@@ -93,6 +93,13 @@ def test_each_reply_stores_its_cost_and_usage_sums_it(gaia_server: Any, make_age
                       headers={"Authorization": f"Bearer {key}"}).json()
     assert usage["totals"]["unpriced_requests"] == 1
     assert Decimal(usage["totals"]["cost_usd"]) == sum(costs)
+    # rebuilt from the stored replies (an upgrade's usage_rebuild), the users' hours agree
+    kept = usage["by_user"]
+    services.usage_rebuild()
+    rebuilt = httpx.get(f"{gaia_server.url}/api/v1/usage?range=1h", timeout=30,
+                        headers={"Authorization": f"Bearer {key}"}).json()
+    assert rebuilt["by_user"] == kept
+    assert rebuilt["totals"]["cost_usd"] == usage["totals"]["cost_usd"]
 
 
 def test_a_reply_of_a_model_with_no_price_says_unknown(make_agent: Any) -> None:
