@@ -178,3 +178,37 @@ def test_a_new_period_starts_afresh_and_a_killed_turn_pays_what_it_used(
     assert 0 < reply.output_tokens < OUTPUT_LIMIT
     assert budget.spent - before == reply.input_tokens + reply.output_tokens
     assert not AuditEvent.objects.filter(action="budget_update").exists()  # no one edited it
+
+
+def test_a_turn_whose_process_died_gives_its_holds_back(gaia_server_factory, make_agent,
+                                                        make_key) -> None:
+    """``kill -9`` mid-turn: the budget keeps the dead turn's hold only until its lease is
+    found expired (the next server's sweep), which gives it back and charges nothing."""
+    import signal
+
+    from tests.agents.test_crash_leftovers import SETTINGS, Stream
+    from tests.agents.test_leases import wait_for
+
+    agent = make_agent(slug="slow", max_output_tokens=OUTPUT_LIMIT * 10,
+                       provider__options={"reply": " ".join(["w"] * 120), "delay_ms": 100})
+    key, secret = make_key("crashy")
+    budget = Budget.objects.create(name="crashy", scope="agent", agent=agent, unit="tokens",
+                                   limit=10_000, period="day",
+                                   period_start=datetime(1970, 1, 1, tzinfo=UTC))
+    server = gaia_server_factory(**SETTINGS)
+    stream = Stream(server, secret, "chat", session="crash")
+    try:
+        stream.read_until(lambda: len(stream.text.split()) >= 3)
+        budget.refresh_from_db()
+        assert budget.reserved > 0  # held while it runs, on its thread
+        assert Thread.objects.get(pk=stream.thread_id).budget_holds
+        server.process.send_signal(signal.SIGKILL)
+        server.process.wait(10)
+        stream.read_to_end()
+    finally:
+        stream.close()
+    gaia_server_factory(**SETTINGS)  # sweeps the dead process's turn a lease after it starts
+    assert wait_for(lambda: Thread.objects.filter(pk=stream.thread_id, lock_token="").first())
+    budget.refresh_from_db()
+    assert (budget.reserved, budget.spent) == (0, 0)
+    assert Thread.objects.get(pk=stream.thread_id).budget_holds is None
