@@ -27,7 +27,7 @@ from django.shortcuts import render
 from django.urls import reverse_lazy
 from django.utils import timezone
 
-from agents import selectors
+from agents import selectors, services
 from agents.http.pages import LOGIN_URL, is_staff, page_sort, staff_required
 from agents.http.paging import SeekPaginator
 from agents.kernel.exceptions import NotFound
@@ -331,10 +331,15 @@ def provider_list(request: HttpRequest) -> HttpResponse:
 
 @staff_required
 def provider_detail(request: HttpRequest, name: str) -> HttpResponse:
-    provider = selectors.provider_public(_or_404(selectors.provider_get, name=name))
+    found = _or_404(selectors.provider_get, name=name)
+    provider = selectors.provider_public(found)
+    models = sorted({a.model_name for a in found.agents.all()} | {found.default_model} - {""})
     return render(request, "ui/provider.html", {
         "page": "provider", "provider": provider, "kinds": Provider.Kind.choices,
         "options_json": json.dumps(provider["options"], indent=2),
+        "prices": [{"model": m, "price": services.price_lookup(provider=found, model=m)}
+                   for m in models],
+        "overrides": found.prices.order_by("model"),
         "trail": _trail(f"provider:{name}")})
 
 

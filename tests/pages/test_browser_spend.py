@@ -76,3 +76,24 @@ def test_cost_is_charted_and_budgets_are_managed_on_their_page(page, gaia_server
     page.click("#key-save")
     expect()(page.locator("#key-limits")).to_contain_text("5000 tokens")
     assert ApiKey.objects.get(pk=key.pk).tokens_per_minute == 5000
+
+
+def test_a_providers_page_shows_and_sets_its_models_prices(page, gaia_server, make_agent):
+    agent = make_agent(slug="helper", upstream_model="gpt-4o-mini", provider__name="oai",
+                       provider__kind="openai", provider__base_url="https://api.openai.com/v1")
+    make_agent(slug="odd", provider=agent.provider, upstream_model="odd-model-7b")
+    page.goto("/providers/oai/")
+    shipped = page.locator('tr[data-price="gpt-4o-mini"]')
+    expect()(shipped).to_contain_text("genai-prices: openai/")
+    expect()(page.locator('tr[data-price="odd-model-7b"]')).to_contain_text("unknown")
+    page.fill("#price-form input[name=model]", "odd-model-7b")
+    page.fill("#price-form input[name=input_per_mtok]", "abc")
+    page.fill("#price-form input[name=output_per_mtok]", "2")
+    page.click("#price-save")
+    expect()(page.locator('#price-form .field-error[data-for="input_per_mtok"]')).to_be_visible()
+    page.fill("#price-form input[name=input_per_mtok]", "0.5")
+    page.click("#price-save")
+    odd = page.locator('tr[data-price="odd-model-7b"]')
+    expect()(odd).to_contain_text("admin")
+    expect()(odd).to_contain_text("0.5")
+    assert ModelPrice.objects.get(model="odd-model-7b").output_per_mtok == 2
