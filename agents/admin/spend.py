@@ -9,7 +9,6 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
-from django.core.exceptions import ValidationError
 from django.http import HttpRequest
 
 from agents import selectors, services
@@ -63,6 +62,14 @@ class BudgetForm(forms.ModelForm):
                   "limit": data.get("limit_value"), "period": data.get("period"),
                   "soft_percent": data.get("soft_percent")}
         self.budget_fields = fields
+        if not self.errors:  # the API's rules, said on the form (not a 500 when it saves)
+            try:
+                services.budget_save(budget=Budget.objects.filter(pk=self.instance.pk).first(),
+                                     fields=fields, actor=None, commit=False)
+            except GaiaError as exc:
+                field = {"key": "api_key", "limit": "limit_value"}.get(exc.param or "",
+                                                                      exc.param)
+                self.add_error(field if field in self.fields else None, exc.message)
         return data
 
 
@@ -83,11 +90,8 @@ class BudgetAdmin(admin.ModelAdmin):
 
     def save_model(self, request: HttpRequest, obj: Budget, form: Any, change: bool) -> None:
         actor = services.audit_actor_of_request(request, channel="admin")
-        try:
-            saved = services.budget_save(budget=Budget.objects.get(pk=obj.pk) if change
-                                         else None, fields=form.budget_fields, actor=actor)
-        except GaiaError as exc:
-            raise ValidationError(exc.message) from None
+        saved = services.budget_save(budget=Budget.objects.get(pk=obj.pk) if change else None,
+                                     fields=form.budget_fields, actor=actor)
         obj.pk = saved.pk
 
     def delete_model(self, request: HttpRequest, obj: Budget) -> None:

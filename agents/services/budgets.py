@@ -335,11 +335,12 @@ def _checked(budget: Budget) -> None:
                              code="budget_exists")
 
 
-def budget_save(*, budget: Budget | None, fields: dict[str, Any], actor: Actor | None
-                ) -> Budget:
+def budget_save(*, budget: Budget | None, fields: dict[str, Any], actor: Actor | None,
+                commit: bool = True) -> Budget:
     """Create (``budget=None``) or change a budget, audited. ``fields``: the model's, with
     ``limit`` in the budget's unit as given (USD as a decimal, tokens as an integer), ``key``
-    a key's prefix or id and ``agent`` a slug."""
+    a key's prefix or id and ``agent`` a slug. ``commit=False``: check only (the admin's
+    form, before it saves); raises :class:`InvalidRequest` naming the field."""
     creating = budget is None
     b = budget or Budget(period_start=datetime(1970, 1, 1, tzinfo=UTC))
     before = {f: getattr(b, f"{f}_id" if f in ("api_key", "agent") else f)
@@ -359,6 +360,8 @@ def budget_save(*, budget: Budget | None, fields: dict[str, Any], actor: Actor |
     elif not creating and "unit" in fields and fields["unit"] != before.get("unit"):
         raise InvalidRequest("A budget's unit changes with its limit.", param="limit")
     _checked(b)
+    if not commit:
+        return b
     with transaction.atomic():
         b.save()
         after = {f: getattr(b, f"{f}_id" if f in ("api_key", "agent") else f)

@@ -216,3 +216,26 @@ def test_the_budgets_api_answers_bad_input_with_its_error_and_audits_each_change
     assert staff.delete(f"/api/v1/budgets/{shown['id']}").status_code == 204
     assert [e.action for e in AuditEvent.objects.order_by("pk")] == [
         "budget_create", "budget_update", "budget_delete"]
+
+
+def test_the_admin_makes_budgets_by_the_apis_rules(django_user_model: Any, make_agent: Any
+                                                   ) -> None:
+    from django.test import Client
+    from django.urls import reverse
+
+    agent = make_agent(slug="echo")
+    boss = django_user_model.objects.create_superuser("boss", password="pw-12345678")
+    client = Client()
+    client.force_login(boss)
+    url = reverse("admin:agents_budget_add")
+    form = {"name": "echo-day", "scope": "agent", "unit": "tokens", "period": "day",
+            "limit_value": "1000", "user": ""}
+    page = client.post(url, form)  # no agent for an agent budget: said on the form
+    assert page.status_code == 200
+    assert "An agent budget names its agent." in page.content.decode()
+    assert not Budget.objects.exists()
+    assert client.post(url, {**form, "agent": agent.pk}).status_code == 302
+    made = Budget.objects.get()
+    assert (made.agent_id, made.limit, made.unit) == (agent.pk, 1000, "tokens")
+    event = AuditEvent.objects.get(action="budget_create")
+    assert (event.channel, event.target) == ("admin", "budget:echo-day")
