@@ -113,7 +113,7 @@ def _reserve_sql(n: int, vendor: str) -> str:
             f"{_q('period_start')} = CASE WHEN {fresh} THEN v.p ELSE {ps} END "
             f"FROM {_rows(n, vendor, _HOLD)} WHERE {_B}{_q('id')} = v.id "
             f"AND (CASE WHEN {fresh} THEN 0 ELSE {sp} + {rs} END) + v.a <= "
-            f"{_B}{_q('limit')} RETURNING {_B}{_q('id')}")
+            f"{_B}{_q('limit')}{_in_order(n, vendor)} RETURNING {_B}{_q('id')}")
 
 
 @functools.lru_cache(maxsize=32)
@@ -123,8 +123,24 @@ def _settle_sql(n: int, vendor: str) -> str:
     ps, sp, rs = f"{_B}{_q('period_start')}", f"{_B}{_q('spent')}", f"{_B}{_q('reserved')}"
     return (f"UPDATE {_T} SET {_q('spent')} = {sp} + CASE WHEN {ps} = v.p THEN v.u "  # noqa: S608
             f"ELSE 0 END, {_q('reserved')} = {rs} - CASE WHEN {ps} = v.p THEN v.b ELSE 0 END "
-            f"FROM {_rows(n, vendor, _USE)} WHERE {_B}{_q('id')} = v.id "
-            f"RETURNING {_B}{_q('id')}, {sp}")
+            f"FROM {_rows(n, vendor, _USE)} WHERE {_B}{_q('id')} = v.id"
+            f"{_in_order(n, vendor)} RETURNING {_B}{_q('id')}, {sp}")
+
+
+def _in_order(n: int, vendor: str) -> str:
+    """PostgreSQL, several budgets: their rows locked in id order first (a parameter: the
+    ids, last), so that two turns' statements over the same budgets never wait for each
+    other in opposite orders (a deadlock). SQLite has one writer."""
+    if vendor != "postgresql" or n < 2:
+        return ""
+    return (f" AND {_B}{_q('id')} IN (SELECT {_q('id')} FROM {_T} WHERE {_q('id')} = "  # noqa: S608
+            f"ANY(%s) ORDER BY {_q('id')} FOR UPDATE)")
+
+
+def _with_order(params: list[Any], ids: list[int]) -> list[Any]:
+    if connection.vendor != "postgresql" or len(ids) < 2:
+        return params
+    return [*params, sorted(ids)]
 
 
 @functools.lru_cache(maxsize=64)
@@ -192,7 +208,7 @@ def budget_reserve(*, rules: list[BudgetRule], turn: str, provider_name: str, mo
     params = [v for pk in amounts for v in (pk, periods[pk], amounts[pk])]
     # One statement: atomic alone. Inside the turn's own transaction (SQLite), a refusal
     # rolls that back; else what it held on some budgets is given back.
-    got = {row[0] for row in _run(_reserve_sql(n, vendor), params)}
+    got = {row[0] for row in _run(_reserve_sql(n, vendor), _with_order(params, list(amounts)))}
     if len(got) < n and connection.in_atomic_block:
         transaction.set_rollback(True)  # all or none
     if len(got) == n:
@@ -206,8 +222,8 @@ def budget_reserve(*, rules: list[BudgetRule], turn: str, provider_name: str, mo
 
 
 def _unreserve(amounts: dict[int, int], periods: dict[int, Any]) -> None:
-    _run(_settle_sql(len(amounts), connection.vendor),
-         [v for pk in amounts for v in (pk, periods[pk], 0, amounts[pk])])
+    _run(_settle_sql(len(amounts), connection.vendor), _with_order(
+        [v for pk in amounts for v in (pk, periods[pk], 0, amounts[pk])], list(amounts)))
 
 
 def _refuse(rule: BudgetRule, why: str, now: datetime) -> None:
@@ -261,9 +277,9 @@ def budget_settle(*, holds: Holds, input_tokens: int, output_tokens: int,
                         else cost_nanos if cost_nanos is not None else h.amount)
             for h in holds.held}
     periods = {h.rule.id: _dt(h.period_start) for h in holds.held}
-    crossed = _run(_settle_sql(len(used), connection.vendor),
-                   [v for h in holds.held for v in (h.rule.id, periods[h.rule.id],
-                                                    used[h.rule.id], h.amount if kept else 0)])
+    crossed = _run(_settle_sql(len(used), connection.vendor), _with_order(
+        [v for h in holds.held for v in (h.rule.id, periods[h.rule.id], used[h.rule.id],
+                                         h.amount if kept else 0)], list(used)))
     rules = {h.rule.id: h.rule for h in holds.held}
     for pk, spent in crossed:  # the feed hears of a threshold once a period
         rule = rules[pk]

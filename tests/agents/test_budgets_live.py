@@ -137,6 +137,21 @@ def test_fifty_at_once_through_two_processes_get_ten_turns(two_servers: list[Any
     user = settled(user)
     assert user.spent <= user.limit
 
+    # Three budgets on every turn at once (the key's, the agent's and a global one), the
+    # global one with room for ten: their rows are held together by every request, in
+    # both processes, and none waits for another in a circle (no deadlock: no 500).
+    for name, scope, extra in (("k", "key", {"api_key": key}), ("a", "agent", {"agent": agent}),
+                               ("g", "global", {})):
+        Budget.objects.create(name=f"all-{name}", scope=scope, unit="tokens", period="day",
+                              limit=per_turn * (10 if scope == "global" else 1000)
+                              + per_turn // 2,
+                              period_start=datetime(1970, 1, 1, tzinfo=UTC), **extra)
+    ok, refused = fire(two_servers, secret, "metered")
+    assert 10 <= ok <= 11, (ok, [r.text for r in refused[:3]])
+    refused_as_quota(refused, "all-g")
+    for budget in Budget.objects.filter(name__startswith="all-"):
+        assert settled(budget).spent <= budget.limit
+
 
 def test_a_new_period_starts_afresh_and_a_killed_turn_pays_what_it_used(
         gaia_server: Any, make_agent: Any, make_key: Any) -> None:
