@@ -96,10 +96,13 @@ def world(gaia_server: Any, make_key: Any, make_agent: Any) -> Iterator[dict[str
     # a replay of the thread above, for the routes only a replay answers (its cases)
     conversations = suite_from_threads(name="fuzz-replay", spec={"ids": [str(start.thread_id)]})
     replay = replay_run_create(suite=conversations, agents=[agent.slug])
+    budget = services.budget_save(budget=None, actor=None, fields={
+        "name": "fuzz-day", "scope": "agent", "agent": agent.slug, "unit": "tokens",
+        "limit": 10**9, "period": "day"})
     yield {"slug": agent.slug, "thread_id": str(start.thread_id), "run_id": run.pk,
            "replay_run_id": replay.pk, "suite_id": conversations.pk,
            "name": "summary.json", "secret": secret, "memory_id": memory.pk,
-           "approval_id": str(approval.pk)}
+           "approval_id": str(approval.pk), "budget_id": budget.pk}
     _purge_queued_runs()
 
 
@@ -161,7 +164,7 @@ def test_operation_survives_fuzzing(method: str, path: str, live_schema: Any,
                                     world: dict[str, Any], gaia_server: Any) -> None:
     operation = live_schema[path][method]
     real = {name: world[name] for name in ("slug", "thread_id", "run_id", "name", "memory_id",
-                                           "approval_id", "suite_id")
+                                           "approval_id", "suite_id", "budget_id")
             if "{" + name + "}" in path}
     if path.endswith("/cases") and "run_id" in real:  # only a replay run has cases
         real["run_id"] = world["replay_run_id"]
@@ -212,7 +215,7 @@ def test_an_unauthenticated_request_is_refused_in_the_envelope(gaia_server: Any,
                                                                  world: dict[str, Any]) -> None:
     for method, path in OPERATIONS:
         concrete = path
-        for name in ("slug", "thread_id", "run_id", "name"):
+        for name in ("slug", "thread_id", "run_id", "name", "budget_id"):
             concrete = concrete.replace("{" + name + "}", str(world[name]))
         response = requests.request(method, gaia_server.url + concrete, timeout=10,
                                     data=json.dumps({}),
