@@ -97,10 +97,8 @@ from agents.services.providers import (
 from agents.services.replies import thread_reply_checkpoint
 from agents.services.threads import (
     FAILED_FINISHES,
-    TurnResult,
     TurnStart,
     thread_turn_begin,
-    thread_turn_finish,
 )
 from agents.services.tools import (
     MCP_FIELDS,
@@ -108,6 +106,10 @@ from agents.services.tools import (
     agent_tools_check,
     mcp_servers_export,
     mcp_servers_import,
+)
+from agents.services.turn_end import (
+    TurnResult,
+    thread_turn_finish,
 )
 from agents.services.turn_statements import single_statements
 from agents.services.usage import (

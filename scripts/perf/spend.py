@@ -12,7 +12,7 @@ figure is the server process's CPU (user + system, from /proc) per turn over a r
 medians of each, and the median of each "three" round less the "none" round just before it
 (this VM's pace drifts between rounds by more than the figure measured: short rounds, many
 of them, paired). With two cores or more the server runs pinned to the first, this client
-on the others. On PostgreSQL the database's own CPU is printed beside it (its backends).
+on the others. On PostgreSQL the database's (and Redis') own CPU is printed beside it.
 
   .venv/bin/python -m scripts.perf.spend [--turns 100] [--rounds 30] [--verbose]
   DATABASE_URL=postgres://... REDIS_URL=redis://... .venv/bin/python -m scripts.perf.spend
@@ -33,7 +33,7 @@ from pathlib import Path
 import httpx
 
 from scripts.perf.chat import start_server
-from scripts.perf.harness import REPLY, ROOT, proc_tree_cpu
+from scripts.perf.harness import REPLY, ROOT, proc_tree_cpu, services_cpu
 
 BUDGETS = [
     {"name": "perf-key", "scope": "key", "unit": "usd", "limit": "100000", "period": "day"},
@@ -42,26 +42,6 @@ BUDGETS = [
     {"name": "perf-global", "scope": "global", "unit": "usd", "limit": "100000",
      "period": "total"},
 ]
-
-
-def postgres_cpu() -> float:
-    """CPU seconds of every PostgreSQL process on this machine (its backends serve Gaia)."""
-    total = 0.0
-    tick = os.sysconf("SC_CLK_TCK")
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)
-            name = fields[0].split("(", 1)[1]
-            if not name.startswith("postgres"):
-                continue
-            rest = fields[1].split()
-            total += (int(rest[11]) + int(rest[12])) / tick
-        except (OSError, IndexError, ValueError):
-            continue
-    return total
 
 
 async def turns(base: str, key: str, count: int) -> None:
@@ -116,12 +96,12 @@ def main() -> None:
                 asyncio.run(turns(base, k, 30))
             for n in range(args.rounds):
                 for name in ("none", "three"):
-                    cpu0, db0 = proc_tree_cpu(proc.pid), postgres_cpu() if postgres else 0
+                    cpu0, db0 = proc_tree_cpu(proc.pid), services_cpu() if postgres else 0
                     t0 = time.perf_counter()
                     asyncio.run(turns(base, keys[name], args.turns))
                     wall = (time.perf_counter() - t0) / args.turns * 1000
                     cpu = (proc_tree_cpu(proc.pid) - cpu0) / args.turns * 1000
-                    db = ((postgres_cpu() - db0) / args.turns * 1000) if postgres else 0.0
+                    db = ((services_cpu() - db0) / args.turns * 1000) if postgres else 0.0
                     figures[name].append(cpu)
                     database[name].append(db)
                     if args.verbose:
@@ -143,7 +123,7 @@ def main() -> None:
         d_none, d_three = (statistics.median(database[n]) for n in ("none", "three"))
         d_paired = statistics.median(b - a for a, b in zip(database["none"],
                                                            database["three"], strict=True))
-        print(f"PostgreSQL's own CPU per turn: {d_none:.3f} ms, {d_three:.3f} ms: "
+        print(f"PostgreSQL's (and Redis') own CPU per turn: {d_none:.3f} ms, {d_three:.3f} ms: "
               f"+{d_paired:.3f} ms (paired median)")
 
 
