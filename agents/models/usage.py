@@ -116,10 +116,15 @@ for _column in TTFT_COLUMNS + DURATION_COLUMNS:
 
 class UserUsage(models.Model):
     """Usage per end user (the ``user`` a client names, scoped by its key: ``key_id``), per
-    hour: a row per (hour, key, user, agent) with turns, written in the statement that stores the
-    reply (``agents.services.usage``). Apart from :class:`UsageBucket` so that the common
-    reads never see a user, and a turn without one writes nothing here."""
+    hour and per day (``span``, seconds): a row per (span, start, key, user, agent) with
+    turns, written in the statement that stores the reply (``agents.services.usage``). Apart
+    from :class:`UsageBucket` so that the common reads never see a user, and a turn without
+    one writes nothing here. The day rows are for long ranges: 30 days of hours was 360,000
+    rows at 1,000,000 messages and 1,000 users, summed in 120 ms (scripts/perf/usage.py)."""
 
+    HOUR, DAY = 3600, 86400
+
+    span = models.PositiveIntegerField(default=3600, db_default=3600)
     start = models.DateTimeField()
     key_id = models.PositiveIntegerField()
     user = models.CharField(max_length=300)
@@ -131,8 +136,8 @@ class UserUsage(models.Model):
     unpriced = models.BigIntegerField(default=0, db_default=0)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["start", "key_id", "user", "agent_id"],
-                                               name="user_usage_unique")]
+        constraints = [models.UniqueConstraint(
+            fields=["span", "start", "key_id", "user", "agent_id"], name="user_usage_span_unique")]
 
     def __str__(self) -> str:
-        return f"{self.start:%Y-%m-%d %H:00} key {self.key_id} {self.user}"
+        return f"{self.start:%Y-%m-%d %H:00} ({self.span} s) key {self.key_id} {self.user}"

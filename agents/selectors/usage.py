@@ -314,8 +314,20 @@ def usage_by_user(*, since: datetime, until: datetime, agent_id: int | None = No
     :data:`USERS_SHOWN` (a user is their key's: :class:`agents.models.UserUsage`)."""
     qn = connection.ops.quote_name
     prep = UserUsage._meta.get_field("start").get_db_prep_value
-    where, params = [f"{qn('start')} >= %s", f"{qn('start')} < %s"], [
-        prep(_floor(since, 3600), connection), prep(until, connection)]
+    span, start = qn("span"), qn("start")
+    first = _floor(since, UserUsage.HOUR)
+    days = (_floor(first + timedelta(seconds=UserUsage.DAY - 1), UserUsage.DAY),
+            _floor(until, UserUsage.DAY))  # the whole days inside: their day rows
+    if days[0] < days[1]:
+        spans = [(UserUsage.HOUR, first, days[0]), (UserUsage.DAY, *days),
+                 (UserUsage.HOUR, days[1], until)]
+    else:
+        spans = [(UserUsage.HOUR, first, until)]
+    parts, params = [], []
+    for size, low, high in spans:
+        parts.append(f"({span} = %s AND {start} >= %s AND {start} < %s)")
+        params += [size, prep(low, connection), prep(high, connection)]
+    where = ["(" + " OR ".join(parts) + ")"]
     for column, value in (("agent_id", agent_id), ("key_id", key_id)):
         if value is not None:
             where.append(f"{qn(column)} = %s")

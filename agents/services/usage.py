@@ -148,7 +148,7 @@ def usage_statements(*, turns: Iterable[UsageTurn], full_minutes_only: bool = Fa
     return statements, len(rows)
 
 
-_USER_KEY = ["start", "key_id", "user", "agent_id"]
+_USER_KEY = ["span", "start", "key_id", "user", "agent_id"]
 _USER_SUMS = ["requests", "input_tokens", "output_tokens", "cost_nanos", "unpriced"]
 
 
@@ -156,17 +156,18 @@ def _user_statement(turns: list[UsageTurn], db: Any) -> tuple[str, list[Any]]:
     """The upsert of the turns' hours per end user (:class:`agents.models.UserUsage`)."""
     rows: dict[tuple[Any, ...], list[int]] = {}
     for t in turns:
-        key = (bucket_start(t.at, SPAN_HOUR), t.key_id, t.user[:300], t.agent_id)
-        row = rows.setdefault(key, [0, 0, 0, 0, 0])
-        row[0] += 1
-        row[1] += t.input_tokens or 0
-        row[2] += t.output_tokens or 0
-        row[3] += t.cost_nanos or 0
-        row[4] += 1 if t.cost_nanos is None else 0
+        for span in (UserUsage.HOUR, UserUsage.DAY):  # the day's for long ranges
+            key = (span, bucket_start(t.at, span), t.key_id, t.user[:300], t.agent_id)
+            row = rows.setdefault(key, [0, 0, 0, 0, 0])
+            row[0] += 1
+            row[1] += t.input_tokens or 0
+            row[2] += t.output_tokens or 0
+            row[3] += t.cost_nanos or 0
+            row[4] += 1 if t.cost_nanos is None else 0
     prep = UserUsage._meta.get_field("start").get_db_prep_save
     params: list[Any] = []
-    for (start, key_id, user, agent_id), sums in rows.items():
-        params += [prep(start, db), key_id, user, agent_id, *sums]
+    for (span, start, key_id, user, agent_id), sums in rows.items():
+        params += [span, prep(start, db), key_id, user, agent_id, *sums]
     table = db.ops.quote_name(UserUsage._meta.db_table)
     names = [db.ops.quote_name(c) for c in _USER_KEY + _USER_SUMS]
     one = "(" + ", ".join(["%s"] * len(names)) + ")"
@@ -293,24 +294,34 @@ def usage_rebuild(*, chunk: int = 20000) -> int:
 
 
 def user_usage_rebuild() -> int:
-    """The end users' hours (:class:`agents.models.UserUsage`) again from the stored replies of
-    threads a key's client named a user on, summed in SQL. Returns the rows written."""
+    """The end users' hours and days (:class:`agents.models.UserUsage`) again from the stored
+    replies of threads a key's client named a user on, summed in SQL. Returns the rows
+    written."""
     qn = connection.ops.quote_name
     UserUsage.objects.all().delete()
     if connection.vendor == "postgresql":
-        hour = "date_trunc('hour', m.created_at)"
+        hour, day = "date_trunc('hour', m.created_at)", f"date_trunc('day', {qn('start')})"
     else:
         hour = "strftime('%%Y-%%m-%%d %%H:00:00', m.created_at)"
+        day = f"strftime('%%Y-%%m-%%d 00:00:00', {qn('start')})"
+    table = qn(UserUsage._meta.db_table)
     names = ", ".join(qn(c) for c in _USER_KEY + _USER_SUMS)
+    sums = ", ".join(f"SUM({qn(c)})" for c in _USER_SUMS)
+    keys = f"{qn('key_id')}, {qn('user')}, {qn('agent_id')}"
     with connection.cursor() as cursor:
         cursor.execute(
-            f"INSERT INTO {qn(UserUsage._meta.db_table)} ({names}) "  # noqa: S608
-            f"SELECT {hour}, t.api_key_id, t.{qn('user')}, t.agent_id, COUNT(*), "
+            f"INSERT INTO {table} ({names}) "  # noqa: S608
+            f"SELECT %s, {hour}, t.api_key_id, t.{qn('user')}, t.agent_id, COUNT(*), "
             "SUM(COALESCE(m.input_tokens, 0)), SUM(COALESCE(m.output_tokens, 0)), "
             "SUM(CAST(COALESCE(m.cost, 0) * 1000000000 AS BIGINT)), "
             "SUM(CASE WHEN m.cost_source = 'unknown' THEN 1 ELSE 0 END) "
             f"FROM {qn(Message._meta.db_table)} m JOIN agents_thread t ON t.id = m.thread_id "
             "WHERE m.role = 'assistant' AND m.internal = %s AND t.api_key_id IS NOT NULL "
             f"AND t.{qn('user')} <> '' GROUP BY {hour}, t.api_key_id, t.{qn('user')}, "
-            "t.agent_id", [False])
-        return cursor.rowcount
+            "t.agent_id", [UserUsage.HOUR, False])
+        written = cursor.rowcount
+        cursor.execute(
+            f"INSERT INTO {table} ({names}) SELECT %s, {day}, {keys}, {sums} "  # noqa: S608
+            f"FROM {table} WHERE {qn('span')} = %s GROUP BY {day}, {keys}",
+            [UserUsage.DAY, UserUsage.HOUR])
+        return written + cursor.rowcount
