@@ -143,6 +143,14 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 # threads the operator API's thread search took 34 ms in the server against 20 ms on a kept
 # connection (issue 27).
 DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("GAIA_DB_CONN_MAX_AGE", default=300))
+# A turn's few statements of a fixed text are prepared on each PostgreSQL connection
+# (agents.infra.rows.rows_cursor): off behind a transaction-mode pooler older than PgBouncer
+# 1.21, which cannot keep a connection's prepared statements.
+GAIA_DB_PREPARED_STATEMENTS = env.bool("GAIA_DB_PREPARED_STATEMENTS", default=True)
+if GAIA_DB_PREPARED_STATEMENTS and DATABASES["default"]["ENGINE"].endswith("postgresql"):
+    # psycopg prepares nothing of itself (a threshold no statement reaches: Django's is
+    # "never", which would refuse the turn's too); the turn's statements ask to be.
+    DATABASES["default"].setdefault("OPTIONS", {}).setdefault("prepare_threshold", 2**31)
 DATABASES["default"].setdefault("CONN_HEALTH_CHECKS", True)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

@@ -15,26 +15,35 @@ Django's cursor, so query logging, ``CaptureQueriesContext`` and transactions ap
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+from django.conf import settings
 from django.db import connections, models
 
 M = TypeVar("M", bound=models.Model)
 
 
-def rows_cursor(connection: Any) -> Any:
+def rows_cursor(connection: Any, *, prepared: bool = False) -> Any:
     """A cursor for the turn's own writes: Django's, except that on PostgreSQL the values are
     sent apart from the SQL (psycopg's server-side binding) rather than quoted into it.
 
     Django's PostgreSQL cursor quotes every value into the statement in Python (its
     ``ClientCursor``); a turn writes some 150 values, and quoting them was 0.19 ms of the
     PostgreSQL leg's 0.8 ms extra CPU per chat turn (py-spy, ``scripts/perf/chat.py
-    --production``, c=16). Sent apart, they are dumped by psycopg's C code, and a statement the
-    connection has run five times is prepared by the server (no parse or plan per turn). These
-    statements are plain INSERT/UPDATE with a value per column, the case server-side binding
-    always handles; the rest of the ORM keeps Django's default. Still a Django cursor: query
-    logging, ``CaptureQueriesContext`` and error wrapping apply."""
+    --production``, c=16). Sent apart, they are dumped by psycopg's C code. These statements
+    are plain INSERT/UPDATE with a value per column, the case server-side binding always
+    handles; the rest of the ORM keeps Django's default. Still a Django cursor: query
+    logging, ``CaptureQueriesContext`` and error wrapping apply.
+
+    ``prepared``: the statement is prepared on the connection the first time and executed
+    by name afterwards (PostgreSQL plans it once per connection, not per turn). Django turns
+    psycopg's own preparing off for connection poolers; Gaia prepares only a turn's few
+    statements of a fixed text, and ``GAIA_DB_PREPARED_STATEMENTS=false`` turns it off
+    (a transaction-mode pooler older than PgBouncer 1.21). With three budgets a turn's
+    statement to store it cost PostgreSQL 1.4 ms to parse, plan and run, 0.8 ms prepared
+    (``scripts/perf/spend.py``)."""
     if connection.vendor != "postgresql":
         return connection.cursor()
     from django.db.backends.postgresql.base import is_psycopg3
@@ -43,10 +52,33 @@ def rows_cursor(connection: Any) -> Any:
         return connection.cursor()
     from django.db.backends.postgresql.base import ServerBindingCursor
 
+    kind = ServerBindingCursor
+    if prepared and settings.GAIA_DB_PREPARED_STATEMENTS:
+        kind = _prepared_cursor()
     connection.close_if_health_check_failed()
     connection.ensure_connection()
     with connection.wrap_database_errors:
-        return connection._prepare_cursor(ServerBindingCursor(connection.connection))
+        return connection._prepare_cursor(kind(connection.connection))
+
+
+@functools.cache
+def _prepared_cursor() -> type:
+    from django.db.backends.postgresql.base import ServerBindingCursor
+
+    class PreparedCursor(ServerBindingCursor):  # type: ignore[misc, valid-type]
+        def execute(self, query: Any, params: Any = None, *, prepare: bool | None = None,
+                    binary: bool | None = None) -> Any:
+            return super().execute(query, params, prepare=True if prepare is None else prepare,
+                                   binary=binary)
+
+        def _send_query_prepared(self, name: bytes, pgq: Any, *, binary: bool | None = None
+                                 ) -> None:
+            # What Django's query log reads (last_executed_query): psycopg 3 keeps it of a
+            # statement run unprepared only.
+            self._query = pgq
+            super()._send_query_prepared(name, pgq, binary=binary)
+
+    return PreparedCursor
 
 
 # Field types stored as the Python value itself on every backend Gaia runs on.
@@ -90,6 +122,16 @@ class _Insert:
         self.returning = f" RETURNING {qn(meta.pk.column)}" if self.auto_pk else ""  # type: ignore[union-attr]
         self.features = connection.features
 
+    @functools.lru_cache(maxsize=16)  # noqa: B019 - one per model and database, kept
+    def computed(self, computed: tuple[tuple[str, str], ...]) -> tuple[str, list[int]]:
+        """A row with ``computed``'s expressions for those fields' values, and the indices of
+        the fields still sent as parameters (built once: a turn's reply and its thread's
+        first messages are inserted with one each)."""
+        by_name = dict(computed)
+        skip = [by_name.get(f.attname) for f in self.fields]
+        row = "(" + ", ".join(sql or "%s" for sql in skip) + ")"
+        return row, [i for i, sql in enumerate(skip) if not sql]
+
     def params(self, obj: models.Model) -> list[Any]:
         out = []
         for field, stamped, prepare in zip(self.fields, self.stamped, self.prepare,
@@ -122,10 +164,10 @@ def rows_insert_sql(objs: Sequence[models.Model], *, using: str = "default",
         for obj in objs:
             params.extend(insert.params(obj))
         return (insert.head + ", ".join([insert.row] * len(objs)) + insert.returning, params)
-    skip = [computed.get(f.attname) for f in insert.fields]
-    row = "(" + ", ".join(sql or "%s" for sql in skip) + ")"
+    row, kept = insert.computed(tuple(computed.items()))
     for obj in objs:
-        params.extend(v for v, sql in zip(insert.params(obj), skip, strict=True) if not sql)
+        values = insert.params(obj)
+        params.extend([values[i] for i in kept])
     return (insert.head + ", ".join([row] * len(objs)) + insert.returning, params)
 
 

@@ -13,8 +13,12 @@ turn ends, however it ends (a reply, an error, a kill, a client gone), :func:`bu
 gives them back and adds what the turn really used, while the reply's own write clears them.
 A turn whose process died is found by its expired lease (the next turn on its thread, or the
 sweep at server start: ``agents.services.leases``), which gives its holds back
-(:func:`budget_holds_release`). Holding and settling add one statement each to the turn
-(scripts/perf/spend.py: a table of holds of its own cost two more).
+(:func:`budget_holds_release`). On SQLite holding and settling are one statement each in
+the transactions that store the turn and its reply; on PostgreSQL they are part of those
+statements (CTEs: :func:`budget_reserve_statement`, :func:`budget_settle_statement`), so a
+turn's budgets cost it no round trip (as statements of their own they cost +0.80 ms of the
+server's CPU a turn with three budgets, and a hold left when a process died between the
+reply and its settlement; scripts/perf/spend.py).
 
 A new period (day, month, in UTC) starts in the statement of its first reservation, which
 resets ``spent`` and ``reserved`` (holds of the period before settle into nothing)."""
@@ -28,6 +32,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
@@ -48,8 +53,9 @@ def _q(name: str) -> str:
     return f'"{name}"'  # PostgreSQL's and SQLite's quoting alike (no lookup: it is per turn)
 
 
-def _dt(value: datetime) -> Any:
-    return _prepared(value, connection.vendor)
+def _dt(value: datetime, vendor: str) -> Any:
+    """A period's start as a parameter: PostgreSQL's driver takes an aware datetime itself."""
+    return value if vendor == "postgresql" else _prepared(value, vendor)
 
 
 @functools.lru_cache(maxsize=512)
@@ -128,19 +134,21 @@ def _settle_sql(n: int, vendor: str) -> str:
 
 
 def _in_order(n: int, vendor: str) -> str:
-    """PostgreSQL, several budgets: their rows locked in id order first (a parameter: the
-    ids, last), so that two turns' statements over the same budgets never wait for each
-    other in opposite orders (a deadlock). SQLite has one writer."""
+    """PostgreSQL, several budgets: their rows locked in id order first (parameters: the
+    ids, sorted, last), so that two turns' statements over the same budgets never wait for
+    each other in opposite orders (a deadlock). SQLite has one writer. (The ids one
+    parameter each: psycopg dumps a list in Python, 20 us a turn.)"""
     if vendor != "postgresql" or n < 2:
         return ""
-    return (f" AND {_B}{_q('id')} IN (SELECT {_q('id')} FROM {_T} WHERE {_q('id')} = "  # noqa: S608
-            f"ANY(%s) ORDER BY {_q('id')} FOR UPDATE)")
+    ids = ", ".join(["%s"] * n)
+    return (f" AND {_B}{_q('id')} IN (SELECT {_q('id')} FROM {_T} WHERE {_q('id')} "  # noqa: S608
+            f"IN ({ids}) ORDER BY {_q('id')} FOR UPDATE)")
 
 
-def _with_order(params: list[Any], ids: list[int]) -> list[Any]:
-    if connection.vendor != "postgresql" or len(ids) < 2:
+def _with_order(params: list[Any], ids: list[int], vendor: str) -> list[Any]:
+    if vendor != "postgresql" or len(ids) < 2:
         return params
-    return [*params, sorted(ids)]
+    return [*params, *sorted(ids)]
 
 
 @functools.lru_cache(maxsize=64)
@@ -159,12 +167,15 @@ def _run(sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
     vendor = connection.vendor
     if vendor == "sqlite":
         cursor: Any = sqlite3.Cursor(raw)  # not the connection's factory (Django's wrapper)
+        execute = functools.partial(cursor.execute, _placeholders(sql, vendor), params)
     else:
         import psycopg
 
-        cursor = psycopg.Cursor(raw)  # server-side binding
+        cursor = psycopg.Cursor(raw)  # server-side binding; prepared as the turn's are
+        execute = functools.partial(cursor.execute, sql, params,
+                                    prepare=settings.GAIA_DB_PREPARED_STATEMENTS or None)
     try:
-        cursor.execute(_placeholders(sql, vendor), params)
+        execute()
         return cursor.fetchall() if cursor.description else []
     finally:
         cursor.close()
@@ -179,6 +190,51 @@ def _amount(rule: BudgetRule, *, tokens: int, price: Price | None, input_tokens:
     return price.cost_nanos(input_tokens, output_tokens)
 
 
+def _planned(*, rules: list[BudgetRule], turn: str, provider_name: str, model: str,
+             input_tokens: int, output_tokens: int, now: datetime, vendor: str
+             ) -> tuple[Holds, list[Any]]:
+    """The holds ``rules`` take for this turn, and their statement's parameters (refused
+    here, before any statement, by a money budget and a model with no known price)."""
+    price = price_of(provider_name=provider_name, model=model) if any(
+        r.unit == Budget.Unit.USD for r in rules) else None
+    tokens = input_tokens + output_tokens
+    held = []
+    for rule in rules:
+        amount = _amount(rule, tokens=tokens, price=price, input_tokens=input_tokens,
+                         output_tokens=output_tokens)
+        if amount is None:
+            _refuse(rule, f"no price is known for the model '{model}' (set one)", now)
+        held.append(Held(rule, amount, period_start(rule.period, now)))  # type: ignore[arg-type]
+    params = [v for h in held for v in (h.rule.id, _dt(h.period_start, vendor), h.amount)]
+    return Holds(turn, held, price), _with_order(params, [h.rule.id for h in held], vendor)
+
+
+@dataclass(frozen=True)
+class HoldStatement:
+    """A turn's holds as part of the statement that stores it (PostgreSQL: a CTE, so that
+    holding costs no round trip of its own; scripts/perf/spend.py): ``sql`` is an ``UPDATE``
+    returning a row for each budget it held on, all ``count`` of them or the statement must
+    fail (the caller's condition), ``holds`` what the turn then holds. Refused, the caller
+    runs :func:`budget_reserve`, which names the budget."""
+
+    sql: str
+    params: list[Any]
+    count: int
+    holds: Holds
+
+
+def budget_reserve_statement(*, rules: list[BudgetRule], turn: str, provider_name: str,
+                             model: str, input_tokens: int, output_tokens: int
+                             ) -> HoldStatement:
+    """:func:`budget_reserve`'s statement, unsent (see :class:`HoldStatement`)."""
+    vendor = connection.vendor
+    holds, params = _planned(rules=rules, turn=turn, provider_name=provider_name, model=model,
+                             input_tokens=input_tokens, output_tokens=output_tokens,
+                             now=timezone.now(), vendor=vendor)
+    n = len(holds.held)
+    return HoldStatement(_reserve_sql(n, vendor), params, n, holds)
+
+
 def budget_reserve(*, rules: list[BudgetRule], turn: str, provider_name: str, model: str,
                    input_tokens: int, output_tokens: int, now: datetime | None = None
                    ) -> Holds:
@@ -187,43 +243,34 @@ def budget_reserve(*, rules: list[BudgetRule], turn: str, provider_name: str, mo
     naming one that has no room (and hold nothing). A money budget cannot hold a turn whose
     model has no known price: it is refused, not let through. Call on a database thread.
 
-    One ``UPDATE`` for every budget and one ``INSERT`` of the holds, in one transaction (on
-    PostgreSQL one statement: a CTE, atomic by itself): reading the holds back, one row at a
-    time through the ORM, cost 1 ms a turn with three budgets (scripts/perf/spend.py)."""
-    now = now or timezone.now()
-    price = price_of(provider_name=provider_name, model=model) if any(
-        r.unit == Budget.Unit.USD for r in rules) else None
-    tokens = input_tokens + output_tokens
-    by_id = {r.id: r for r in rules}
-    starts = {r.id: period_start(r.period, now) for r in rules}
-    amounts: dict[int, int] = {}
-    for rule in rules:
-        amount = _amount(rule, tokens=tokens, price=price, input_tokens=input_tokens,
-                         output_tokens=output_tokens)
-        if amount is None:
-            _refuse(rule, f"no price is known for the model '{model}' (set one)", now)
-        amounts[rule.id] = amount  # type: ignore[assignment]
-    periods = {pk: _dt(start) for pk, start in starts.items()}
-    n, vendor = len(rules), connection.vendor
-    params = [v for pk in amounts for v in (pk, periods[pk], amounts[pk])]
-    # One statement: atomic alone. Inside the turn's own transaction (SQLite), a refusal
-    # rolls that back; else what it held on some budgets is given back.
-    got = {row[0] for row in _run(_reserve_sql(n, vendor), _with_order(params, list(amounts)))}
+    One ``UPDATE`` for every budget (reading the holds back, one row at a time through the
+    ORM, cost 1 ms a turn with three budgets: scripts/perf/spend.py)."""
+    now, vendor = now or timezone.now(), connection.vendor
+    holds, params = _planned(rules=rules, turn=turn, provider_name=provider_name, model=model,
+                             input_tokens=input_tokens, output_tokens=output_tokens, now=now,
+                             vendor=vendor)
+    n = len(holds.held)
+    # One statement: atomic alone. Inside the turn's own transaction, a refusal rolls that
+    # back; else what it held on some budgets is given back.
+    got = {row[0] for row in _run(_reserve_sql(n, vendor), params)}
     if len(got) < n and connection.in_atomic_block:
         transaction.set_rollback(True)  # all or none
     if len(got) == n:
-        return Holds(turn, [Held(by_id[pk], amounts[pk], starts[pk]) for pk in amounts],
-                     price)
+        return holds
     if got and not connection.in_atomic_block:  # held on some, committed: give them back
-        _unreserve({pk: amounts[pk] for pk in got}, {pk: periods[pk] for pk in got})
-    _refuse(next(by_id[pk] for pk in amounts if pk not in got),
+        _unreserve({h.rule.id: h.amount for h in holds.held if h.rule.id in got},
+                   {h.rule.id: _dt(h.period_start, vendor) for h in holds.held
+                    if h.rule.id in got})
+    _refuse(next(h.rule for h in holds.held if h.rule.id not in got),
             "it has no room for this request", now)
     raise AssertionError("unreachable")
 
 
 def _unreserve(amounts: dict[int, int], periods: dict[int, Any]) -> None:
-    _run(_settle_sql(len(amounts), connection.vendor), _with_order(
-        [v for pk in amounts for v in (pk, periods[pk], 0, amounts[pk])], list(amounts)))
+    vendor = connection.vendor
+    _run(_settle_sql(len(amounts), vendor), _with_order(
+        [v for pk in amounts for v in (pk, periods[pk], 0, amounts[pk])], list(amounts),
+        vendor))
 
 
 def _refuse(rule: BudgetRule, why: str, now: datetime) -> None:
@@ -255,8 +302,28 @@ def budget_holds_release(held: dict[str, Any] | None) -> None:
     if not held:
         return
     amounts = {int(pk): amount for pk, (amount, _) in held.items()}
-    periods = {int(pk): _dt(datetime.fromisoformat(start)) for pk, (_, start) in held.items()}
+    vendor = connection.vendor
+    periods = {int(pk): _dt(datetime.fromisoformat(start), vendor)
+               for pk, (_, start) in held.items()}
     _unreserve(amounts, periods)
+
+
+def budget_settle_statement(*, holds: Holds, input_tokens: int, output_tokens: int,
+                            cost_nanos: int | None, kept: bool = True
+                            ) -> tuple[str, list[Any]] | None:
+    """:func:`budget_settle`'s statement (an ``UPDATE`` returning each budget's id and spend),
+    unsent, for the statement that stores the turn's reply (PostgreSQL: a CTE, no round trip
+    of its own, and the reply's write that clears the thread's holds is the one that settles
+    them); ``None`` when there is nothing to settle. Then :func:`budget_settled`."""
+    if holds.settled or not holds.held:
+        return None
+    used = {h.rule.id: (input_tokens + output_tokens if h.rule.unit == Budget.Unit.TOKENS
+                        else cost_nanos if cost_nanos is not None else h.amount)
+            for h in holds.held}
+    vendor = connection.vendor
+    params = [v for h in holds.held for v in (h.rule.id, _dt(h.period_start, vendor),
+                                              used[h.rule.id], h.amount if kept else 0)]
+    return _settle_sql(len(used), vendor), _with_order(params, list(used), vendor)
 
 
 def budget_settle(*, holds: Holds, input_tokens: int, output_tokens: int,
@@ -267,26 +334,27 @@ def budget_settle(*, holds: Holds, input_tokens: int, output_tokens: int,
     in the period it was held in, in one statement. ``kept=False``: its holds were given
     back already (its lease expired and another process recorded it as interrupted), so
     only its use is added. Idempotent. Call on a database thread."""
-    if holds.settled:
-        return
+    statement = budget_settle_statement(holds=holds, input_tokens=input_tokens,
+                                        output_tokens=output_tokens, cost_nanos=cost_nanos,
+                                        kept=kept)
     holds.settled = True
-    if not holds.held:
-        return
-    now = now or timezone.now()
-    used = {h.rule.id: (input_tokens + output_tokens if h.rule.unit == Budget.Unit.TOKENS
-                        else cost_nanos if cost_nanos is not None else h.amount)
-            for h in holds.held}
-    periods = {h.rule.id: _dt(h.period_start) for h in holds.held}
-    crossed = _run(_settle_sql(len(used), connection.vendor), _with_order(
-        [v for h in holds.held for v in (h.rule.id, periods[h.rule.id], used[h.rule.id],
-                                         h.amount if kept else 0)], list(used)))
+    if statement is not None:
+        budget_settled(holds=holds, spent=_run(*statement), now=now)
+
+
+def budget_settled(*, holds: Holds, spent: list[Any] | None, now: datetime | None = None
+                   ) -> None:
+    """``holds`` were settled, leaving each budget's spend ``spent`` ((id, spent) pairs):
+    the feed hears of a threshold or a limit reached, once a period."""
+    holds.settled = True
     rules = {h.rule.id: h.rule for h in holds.held}
-    for pk, spent in crossed:  # the feed hears of a threshold once a period
+    now = now or timezone.now()
+    for pk, total in spent or ():
         rule = rules[pk]
-        if rule.soft_percent and spent * 100 >= rule.limit * rule.soft_percent:
+        if rule.soft_percent and total * 100 >= rule.limit * rule.soft_percent:
             _signal_once(rule, "budget_threshold", "threshold_period", now,
                          percent=rule.soft_percent)
-        if spent >= rule.limit:
+        if total >= rule.limit:
             _signal_once(rule, "budget_exceeded", "exceeded_period", now, percent=100)
 
 

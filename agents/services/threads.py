@@ -20,6 +20,7 @@ from agents.kernel.exceptions import NotFound
 from agents.models import Agent, ApiKey, Message, Thread
 from agents.outlet import events, realtime
 from agents.selectors.history import FAILED_FINISHES  # noqa: F401 - services re-export it
+from agents.services.budgets import HoldStatement
 from agents.services.digests import digest_chain
 from agents.services.leases import lease_free, thread_record_abandoned
 from agents.services.turn_statements import (
@@ -72,6 +73,7 @@ def thread_turn_begin(
     run_id: int | None = None,
     parent_message_id: int | None = None,
     before: Callable[[], dict[str, Any] | None] | None = None,
+    hold: Callable[[], HoldStatement | None] | None = None,
 ) -> TurnStart | None:
     """Find or create the thread for this conversation, take its lease and store the new messages.
 
@@ -89,10 +91,11 @@ def thread_turn_begin(
     Raises :class:`NotFound` for an explicit thread id this key does not own.
 
     ``before``: what the turn does first (its budget holds, kept on the thread with the
-    lease: ``Thread.budget_holds``): in the transaction that stores it where there is one
-    (SQLite: one commit, not two; a refusal stores nothing, a busy thread holds nothing),
-    else first, on its own (PostgreSQL's statements are atomic alone: the caller gives the
-    holds back if this returns ``None``).
+    lease: ``Thread.budget_holds``), in the transaction that stores it (SQLite: one commit,
+    not two; a refusal stores nothing, a busy thread holds nothing). ``hold``: the same
+    holds as a statement, for PostgreSQL's paths that store the turn in one statement (no
+    round trip of their own): a statement that fails writes nothing, and the transaction
+    takes over, with ``before``.
     """
     chain = digest_chain(incoming)
     now = timezone.now()
@@ -100,11 +103,11 @@ def thread_turn_begin(
     client = selectors.client_label(user=user, api_key=api_key)
     lease: dict[str, Any] = {"lock_token": token,
                              "lock_expires_at": now + timedelta(seconds=lease_seconds)}
-    if before is not None and single_statements():
-        lease["budget_holds"] = before()
-        before = None
+    held = hold() if hold is not None and single_statements() else None
+    if held is not None:
+        lease["budget_holds"] = held.holds.stored()
 
-    def create(parent: Thread | None) -> TurnStart:
+    def create(parent: Thread | None, held: HoldStatement | None = None) -> TurnStart:
         # A new thread is born holding its lease and its messages: one statement on
         # PostgreSQL, two inserts on SQLite.
         new = Thread(
@@ -120,11 +123,17 @@ def thread_turn_begin(
         rows = [_said_by(Message.from_llm(m, thread_id=new.pk, seq=i, dialect=dialect,
                                           agent_id=agent.pk), sender)
                 for i, m in enumerate(incoming)]
-        if rows and single_statements():
-            thread_create_one(new, rows)  # one round trip (outside a transaction: atomic)
-        else:
-            rows_insert([new])
-            rows_insert(rows)
+        try:
+            if held is None:
+                _create_rows(new, rows)
+            elif not rows:
+                raise NotOneStatement("no messages")
+            else:  # with its holds, all or nothing
+                thread_create_one(new, rows, held)
+        except NotOneStatement:  # a budget had no room: the transaction's hold names it
+            with transaction.atomic():
+                new.budget_holds = before() if before is not None else None
+                _create_rows(new, rows)
         _announce_turn_begin(agent=agent, client=client, thread=new, rows=rows,
                              created=True)
         return TurnStart(new.pk, token, incoming, chain[-1], len(incoming), client,
@@ -134,7 +143,7 @@ def thread_turn_begin(
 
     if (not thread_id and not exclusive and single_statements()
             and not any(m.role == "assistant" for m in incoming)):
-        return create(None)  # nothing to look up: the new thread's one statement is atomic
+        return create(None, held)  # nothing to look up: its one statement is atomic
 
     found: Thread | None = None
     if thread_id and single_statements():
@@ -150,7 +159,8 @@ def thread_turn_begin(
             with contextlib.suppress(NotOneStatement):
                 if rows:
                     thread_continue_one(thread_id=found.pk, digest=found.history_digest,
-                                        count=found.message_count, update=update, rows=rows)
+                                        count=found.message_count, update=update, rows=rows,
+                                        hold=held)
                     history = (selectors.thread_history(found.pk, before=found.message_count)
                                + incoming) if stateful else incoming
                     return _continue_start(agent=agent, client=client, thread=found,
@@ -225,6 +235,14 @@ def thread_turn_begin(
         return _continue_start(agent=agent, client=client, thread=thread, rows=rows,
                                update={**update, **lease}, history=history,
                                stateful=stateful, api_key=api_key)
+
+
+def _create_rows(new: Thread, rows: list[Message]) -> None:
+    if rows and single_statements():
+        thread_create_one(new, rows)  # one round trip (outside a transaction: atomic)
+    else:
+        rows_insert([new])
+        rows_insert(rows)
 
 
 def _thread_of_key(thread_id: Any, api_key: ApiKey | None) -> Thread:

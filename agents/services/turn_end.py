@@ -18,7 +18,12 @@ from agents.infra.rows import Add, rows_insert, rows_update
 from agents.kernel import llm
 from agents.models import Message, Thread
 from agents.outlet import events, realtime
-from agents.services.budgets import Holds, budget_settle
+from agents.services.budgets import (
+    Holds,
+    budget_settle,
+    budget_settle_statement,
+    budget_settled,
+)
 from agents.services.digests import digest_chain
 from agents.services.prices import cost_decimal, turn_cost
 from agents.services.threads import TurnStart
@@ -97,12 +102,26 @@ def thread_turn_finish(
         except Exception:  # the reply is stored: the hold stays until its period ends
             log.exception("could not settle the budgets of turn %s", result.response_id)
 
+    def settling() -> tuple[str, list[Any]] | None:  # its statement, in the reply's
+        if holds is None:
+            return None
+        return budget_settle_statement(holds=holds, input_tokens=result.input_tokens,
+                                       output_tokens=result.output_tokens,
+                                       cost_nanos=result.cost_nanos)
+
+    def settled(spent: list[Any] | None) -> None:
+        if holds is not None:
+            budget_settled(holds=holds, spent=spent, now=now)
+
     _finish(start=start, result=result, dialect=dialect, busy_with=busy_with, now=now,
-            cost_source=cost_source, user=user, settle=settle)
+            cost_source=cost_source, user=user, settle=settle, settling=settling,
+            settled=settled)
 
 
 def _finish(*, start: TurnStart, result: TurnResult, dialect: str, busy_with: Any, now: Any,
-            cost_source: str, user: str, settle: Callable[[bool], None]) -> None:
+            cost_source: str, user: str, settle: Callable[[bool], None],
+            settling: Callable[[], tuple[str, list[Any]] | None],
+            settled: Callable[[list[Any] | None], None]) -> None:
     reply = llm.Message(
         role="assistant",
         parts=(llm.TextPart(result.text),) if result.text else (),
@@ -142,14 +161,14 @@ def _finish(*, start: TurnStart, result: TurnResult, dialect: str, busy_with: An
 
     if single_statements():
         try:
-            busy = turn_finish_one(
+            busy, spent = turn_finish_one(
                 thread_id=start.thread_id, lock_token=start.lock_token, update=update, row=row,
                 usage_of=usage_of, agent_id=start.agent_id, now=now,
-                ask_busy=busy_with is None)
+                ask_busy=busy_with is None, settle=settling())
         except NotOneStatement:
             pass
         else:
-            settle(True)  # its lease held: its holds were still there
+            settled(spent)  # in the same statement: its lease held, so did its holds
             _announce_turn_finish(start=start, result=result, row=row, now=now,
                                   message_count=update["message_count"],
                                   busy_with=busy_with or busy, asked=True)

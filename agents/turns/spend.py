@@ -44,8 +44,8 @@ class Reservation:
     worst case against its budgets; ``holds`` are what it then holds, settled when the turn
     ends (:class:`agents.turns.ending.TurnEnding`)."""
 
-    __slots__ = ("done", "holds", "key_id", "provider", "model", "rules", "tpm", "tokens",
-                 "turn")
+    __slots__ = ("done", "holds", "key_id", "provider", "model", "rules", "tpm", "tpm_checked",
+                 "tokens", "turn")
 
     def __init__(self, spec: TurnSpec, rules: list[Any]) -> None:
         key = spec.api_key
@@ -56,12 +56,12 @@ class Reservation:
         self.provider, self.model = spec.agent.provider.name, spec.agent.model_name
         self.turn = f"{spec.response_id[:80]}:{uuid.uuid4().hex[:12]}"
         self.holds: services.Holds | None = None
-        self.done = False
+        self.done = self.tpm_checked = False
 
     def run(self) -> dict[str, Any] | None:
         """Raises :class:`RateLimited` or :class:`QuotaExceeded` (nothing held then); returns
         what the turn's thread keeps of its holds (``Thread.budget_holds``)."""
-        if self.tpm:
+        if self.tpm and not self.tpm_checked:
             tpm_check(key_id=self.key_id, limit=self.tpm)
         if self.rules:
             prompt, output = self.tokens
@@ -70,6 +70,22 @@ class Reservation:
                 input_tokens=prompt, output_tokens=output)
         self.done = True
         return self.holds.stored() if self.holds is not None else None
+
+    def statement(self) -> services.HoldStatement | None:
+        """:meth:`run`'s holds unsent, for the statement that stores the turn (PostgreSQL:
+        no round trip of their own); what the turn holds once that statement succeeds.
+        A statement that fails holds nothing: then :meth:`run`, in the transaction."""
+        if self.tpm:
+            tpm_check(key_id=self.key_id, limit=self.tpm)
+            self.tpm_checked = True  # this try's: not again if the transaction takes over
+        if not self.rules:
+            return None
+        prompt, output = self.tokens
+        statement = services.budget_reserve_statement(
+            rules=self.rules, turn=self.turn, provider_name=self.provider, model=self.model,
+            input_tokens=prompt, output_tokens=output)
+        self.holds, self.done = statement.holds, True
+        return statement
 
 
 async def reservation(spec: TurnSpec) -> Reservation | None:
@@ -86,29 +102,31 @@ async def reservation(spec: TurnSpec) -> Reservation | None:
 
 
 def reserved_begin(reservation: Reservation, **begin: Any) -> Any:
-    """:meth:`Reservation.run`, then :func:`agents.services.thread_turn_begin`, in the same
-    database hop and on SQLite in the same transaction (one commit: a commit of its own was
-    half the budget check's cost there, scripts/perf/spend.py): a refusal stores nothing,
-    and the feed hears of it once that transaction has ended. A busy thread holds nothing
-    meanwhile: the next try holds again."""
-    rolled_back = not services.single_statements()  # SQLite: one transaction with the turn
+    """:func:`agents.services.thread_turn_begin` with the reservation's holds taken in the
+    transaction that stores the turn (SQLite: one commit, where a commit of its own was half
+    the budget check's cost), or in its one statement (PostgreSQL: no round trip of their
+    own; scripts/perf/spend.py). A refusal stores nothing, and the feed hears of it once
+    that transaction has ended. A busy thread holds nothing meanwhile: the next try holds
+    again."""
     try:
-        start = services.thread_turn_begin(before=reservation.run, **begin)
+        start = services.thread_turn_begin(before=reservation.run, hold=reservation.statement,
+                                           **begin)
     except QuotaExceeded as exc:
         services.budget_refusal_announce(exc)
+        _forget(reservation)
         raise
     except BaseException:
-        _release(reservation, rolled_back)
+        _forget(reservation)
         raise
     if start is None:
-        _release(reservation, rolled_back)
+        _forget(reservation)
     return start
 
 
-def _release(reservation: Reservation, rolled_back: bool) -> None:
-    holds, reservation.holds, reservation.done = reservation.holds, None, False
-    if holds is not None and not rolled_back and not holds.settled:
-        services.budget_settle(holds=holds, input_tokens=0, output_tokens=0, cost_nanos=0)
+def _forget(reservation: Reservation) -> None:
+    """What the turn held was not stored (its transaction or statement wrote nothing): it
+    holds nothing, and takes its holds again on its next try at the thread."""
+    reservation.holds, reservation.done, reservation.tpm_checked = None, False, False
 
 
 def _tpm_key(key_id: int, window: int) -> str:

@@ -239,3 +239,118 @@ def test_the_admin_makes_budgets_by_the_apis_rules(django_user_model: Any, make_
     assert (made.agent_id, made.limit, made.unit) == (agent.pk, 1000, "tokens")
     event = AuditEvent.objects.get(action="budget_create")
     assert (event.channel, event.target) == ("admin", "budget:echo-day")
+
+
+def test_end_users_over_days_read_the_day_rows_and_agree_with_the_hours() -> None:
+    """A long range reads whole days from the day rows and its ragged ends from the hours:
+    every window gives what the turns in its hours add up to."""
+    import random
+    from datetime import timedelta
+
+    from agents.selectors.usage import usage_by_user
+
+    rng = random.Random(41)
+    base = datetime(2026, 11, 1, tzinfo=UTC)
+    turns = [services.UsageTurn(
+        at=base + timedelta(minutes=rng.randrange(6 * 24 * 60)), agent_id=rng.choice((1, 2)),
+        key_id=rng.choice((7, 8)), model="m", error_kind="", input_tokens=rng.randrange(99),
+        output_tokens=rng.randrange(99), ttft_ms=None, latency_ms=None,
+        cost_nanos=rng.choice((None, 5, 1000)), user=rng.choice(("ann", "bo", "cy")))
+        for _ in range(400)]
+    services.usage_record_many(turns=turns)
+
+    def expected(since: datetime, until: datetime, agent_id: int | None = None
+                 ) -> dict[tuple[int, str], tuple[int, ...]]:
+        first = since.replace(minute=0, second=0, microsecond=0)
+        out: dict[tuple[int, str], list[int]] = {}
+        for t in turns:
+            if first <= t.at.replace(minute=0, second=0) < until and agent_id in (
+                    None, t.agent_id):
+                row = out.setdefault((t.key_id, t.user), [0] * 5)
+                for i, v in enumerate((1, t.input_tokens, t.output_tokens, t.cost_nanos or 0,
+                                       t.cost_nanos is None)):
+                    row[i] += int(v)
+        return {k: tuple(v) for k, v in out.items()}
+
+    windows = [(base + timedelta(hours=5, minutes=30), base + timedelta(days=4, hours=7)),
+               (base, base + timedelta(days=6)),  # whole days only
+               (base + timedelta(hours=25), base + timedelta(hours=40)),  # inside one day
+               (base - timedelta(days=30), base + timedelta(days=2, minutes=1))]
+    for since, until in windows:
+        for agent_id in (None, 2):
+            got = {(k, u): tuple(rest) for k, u, *rest in usage_by_user(
+                since=since, until=until, agent_id=agent_id)}
+            assert got == expected(since, until, agent_id), (since, until, agent_id)
+    assert sum(r[0] for r in expected(base, base + timedelta(days=6)).values()) == 400
+
+
+def test_a_turns_budgets_add_no_statement_and_a_full_one_refuses_by_name(
+        make_agent: Any, make_key: Any, monkeypatch: Any) -> None:
+    """Held in the statement that stores the turn and settled in the one that stores its
+    reply (PostgreSQL: CTEs; SQLite: its transactions), three budgets add no round trip; a
+    budget with no room refuses the turn by name and nothing is stored or held."""
+    from django.db import connection
+
+    from agents import selectors
+    from agents.kernel import llm
+    from agents.kernel.exceptions import QuotaExceeded
+    from agents.services import Actor, TurnResult
+
+    agent = make_agent(slug="counted")
+    key, _ = make_key("counted")
+    cli = Actor(label="cli", channel="cli")
+    for name, scope, limit in (("k", "key", 1000), ("a", "agent", 1000), ("g", "global", 120)):
+        services.budget_save(budget=None, actor=cli, fields={
+            "name": name, "scope": scope, "unit": "tokens", "limit": limit, "period": "day",
+            **({"key": key.prefix} if scope == "key" else {}),
+            **({"agent": "counted"} if scope == "agent" else {})})
+    rules = selectors.budgets_applying(selectors.budget_rules(), api_key=key,
+                                       agent_id=agent.pk, user="")
+    assert len(rules) == 3
+
+    def statement() -> services.HoldStatement:
+        return services.budget_reserve_statement(
+            rules=rules, turn="t", provider_name=agent.provider.name, model="m",
+            input_tokens=10, output_tokens=90)
+
+    def reserve() -> Any:
+        return services.budget_reserve(rules=rules, turn="t", provider_name=agent.provider.name,
+                                       model="m", input_tokens=10, output_tokens=90).stored()
+
+    sent: list[str] = []  # every statement the driver sends, Django's cursors' or not
+    if connection.vendor == "postgresql":
+        import psycopg
+
+        execute = psycopg.Cursor.execute
+
+        def counted(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+            sent.append(str(query))
+            return execute(self, query, *args, **kwargs)
+
+        monkeypatch.setattr(psycopg.Cursor, "execute", counted)
+
+    def turn(text: str, **holding: Any) -> tuple[int, Any]:
+        hold = holding["hold"]() if holding else None
+        sent.clear()
+        start = services.thread_turn_begin(
+            agent=agent, api_key=key, session_key=text, thread_id=None, user=None,
+            incoming=[llm.Message("user", (llm.TextPart(text),))], workspace_root=None,
+            dialect="chat", lease_seconds=60, exclusive=False,
+            **({"before": reserve, "hold": lambda: hold} if hold else {}))
+        services.thread_turn_finish(
+            start=start, dialect="chat", holds=hold.holds if hold else None,
+            result=TurnResult(text="ok", input_tokens=10, output_tokens=5))
+        return len(sent), start
+
+    plain, _ = turn("no budgets")
+    budgeted, _ = turn("three budgets", hold=statement)
+    if connection.vendor == "postgresql":  # (SQLite's: in its transactions, no round trip)
+        assert budgeted == plain == 2  # no statement of their own
+    assert sorted(Budget.objects.values_list("spent", "reserved")) == [(15, 0)] * 3
+    # the global budget has 105 left: a worst case of 100 fits once more, then not
+    turn("again", hold=statement)
+    threads = Message.objects.filter(role="user").count()
+    with pytest.raises(QuotaExceeded, match="Budget 'g'"):
+        turn("refused", hold=statement)
+    assert Message.objects.filter(role="user").count() == threads  # nothing stored
+    assert sorted(Budget.objects.values_list("spent", "reserved")) == [(30, 0)] * 3
