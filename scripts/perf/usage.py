@@ -180,7 +180,7 @@ def turn_cost(agents: list[Any], keys: list[Any], turns: int, rounds: int = 4
 
     from agents import services
     from agents.kernel import llm
-    from agents.services import threads as thread_services
+    from agents.services import turn_end as thread_services  # where a turn ends
 
     backend_pid = None
     if connection.vendor == "postgresql":
