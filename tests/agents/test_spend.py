@@ -304,6 +304,7 @@ def test_a_turns_budgets_add_no_statement_and_a_full_one_refuses_by_name(
             "name": name, "scope": scope, "unit": "tokens", "limit": limit, "period": "day",
             **({"key": key.prefix} if scope == "key" else {}),
             **({"agent": "counted"} if scope == "agent" else {})})
+    selectors.access_cache()  # the stamp read afresh, as every request does first
     rules = selectors.budgets_applying(selectors.budget_rules(), api_key=key,
                                        agent_id=agent.pk, user="")
     assert len(rules) == 3
