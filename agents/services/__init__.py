@@ -33,16 +33,15 @@ from agents.services.audit import (
     audit_actor_of_request,
     audit_record,
 )
+from agents.services.budget_admin import budget_delete, budget_save
 from agents.services.budgets import (
     Held,
     Holds,
     HoldStatement,
-    budget_delete,
     budget_holds_release,
     budget_refusal_announce,
     budget_reserve,
     budget_reserve_statement,
-    budget_save,
     budget_settle,
     budget_settle_statement,
     budget_settled,
