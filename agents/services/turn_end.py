@@ -109,9 +109,13 @@ def thread_turn_finish(
                                        output_tokens=result.output_tokens,
                                        cost_nanos=result.cost_nanos)
 
-    def settled(spent: list[Any] | None) -> None:
-        if holds is not None:
+    def settled(spent: list[Any] | None) -> None:  # its signals, once the reply is stored
+        if holds is None:
+            return
+        try:
             budget_settled(holds=holds, spent=spent, now=now)
+        except Exception:  # the reply and its settlement are stored: only a signal is lost
+            log.exception("could not signal the budgets of turn %s", result.response_id)
 
     _finish(start=start, result=result, dialect=dialect, busy_with=busy_with, now=now,
             cost_source=cost_source, user=user, settle=settle, settling=settling,

@@ -108,18 +108,16 @@ def reserved_begin(reservation: Reservation, **begin: Any) -> Any:
     own; scripts/perf/spend.py). A refusal stores nothing, and the feed hears of it once
     that transaction has ended. A busy thread holds nothing meanwhile: the next try holds
     again."""
+    start = None
     try:
         start = services.thread_turn_begin(before=reservation.run, hold=reservation.statement,
                                            **begin)
     except QuotaExceeded as exc:
         services.budget_refusal_announce(exc)
-        _forget(reservation)
         raise
-    except BaseException:
-        _forget(reservation)
-        raise
-    if start is None:
-        _forget(reservation)
+    finally:
+        if start is None:  # refused, failed or busy
+            _forget(reservation)
     return start
 
 
