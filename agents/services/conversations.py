@@ -93,7 +93,7 @@ def conversation_delete(*, conversation: Conversation) -> None:
 
 def _thread_free(thread_id: Any) -> Thread:
     """The thread, locked for this transaction, if no turn holds its lease (else 409)."""
-    thread = Thread.objects.select_for_update().select_related("agent", "api_key").get(
+    thread = Thread.objects.select_for_update(of=("self",)).select_related("agent", "api_key").get(
         pk=thread_id)
     if thread.lock_expires_at is not None and thread.lock_expires_at > timezone.now():
         raise Conflict("A response is still in progress in this conversation; try again when "

@@ -77,10 +77,12 @@ def test_conversation_items_create_list_retrieve_delete(client, echo_agent):
     assert kinds == [("message", "user"), ("message", "assistant"), ("message", "system"),
                      ("function_call", None), ("function_call_output", None)]
     assert added.data[0].content[0].text == "first"
-    assert added.data[3].name == "lookup" and added.data[3].call_id == "call_1"
+    assert added.data[3].name == "lookup"
+    assert added.data[3].call_id == "call_1"
     assert added.data[4].output == "42"
     ids = [i.id for i in added.data]
-    assert len(set(ids)) == 5 and ids[0].startswith("msg_")
+    assert len(set(ids)) == 5
+    assert ids[0].startswith("msg_")
 
     listed = client.conversations.items.list(conv.id, order="asc")
     assert [i.id for i in listed.data] == ids
@@ -89,7 +91,8 @@ def test_conversation_items_create_list_retrieve_delete(client, echo_agent):
 
     # paged: two at a time, asc and desc, every item once
     page = client.conversations.items.list(conv.id, order="asc", limit=2)
-    assert [i.id for i in page.data] == ids[:2] and page.has_more
+    assert [i.id for i in page.data] == ids[:2]
+    assert page.has_more
     seen = [i.id for i in client.conversations.items.list(conv.id, order="asc", limit=2)]
     assert seen == ids  # the SDK follows ``after`` across pages
     seen = [i.id for i in client.conversations.items.list(conv.id, order="desc", limit=2)]
@@ -98,10 +101,12 @@ def test_conversation_items_create_list_retrieve_delete(client, echo_agent):
     assert [i.id for i in after.data] == ids[2:4]
 
     item = client.conversations.items.retrieve(ids[3], conversation_id=conv.id)
-    assert item.type == "function_call" and item.id == ids[3]
+    assert item.type == "function_call"
+    assert item.id == ids[3]
 
     back = client.conversations.items.delete(ids[0], conversation_id=conv.id)
-    assert back.id == conv.id and back.object == "conversation"
+    assert back.id == conv.id
+    assert back.object == "conversation"
     assert [i.id for i in client.conversations.items.list(conv.id, order="asc")] == ids[1:]
     with pytest.raises(openai.NotFoundError):
         client.conversations.items.retrieve(ids[0], conversation_id=conv.id)
@@ -113,7 +118,8 @@ def test_responses_turn_in_a_conversation_uses_its_items(client, make_agent):
     first = client.responses.create(model="talker", input="what is my name",
                                     conversation=conv.id)
     assert first.output_text == "what is my name"
-    assert first.conversation is not None and first.conversation.id == conv.id
+    assert first.conversation is not None
+    assert first.conversation.id == conv.id
     # the stored items were the context: as many input tokens as the whole history sent
     stateless = client.responses.create(model="talker", input=[
         _user("my name is Ada"), _user("what is my name")])
@@ -127,7 +133,8 @@ def test_responses_turn_in_a_conversation_uses_its_items(client, make_agent):
                      ("assistant", "what is my name"), ("user", "and again"),
                      ("assistant", "and again")]
     # a reply's item keeps the id its response gave it
-    assert items[2].id == first.output[0].id and items[4].id == second.output[0].id
+    assert items[2].id == first.output[0].id
+    assert items[4].id == second.output[0].id
     thread = Thread.objects.get(conversation__id=conv.id)
     assert thread.agent.slug == "talker"  # moved to the agent of its first turn
     assert set(thread.messages.values_list("agent__slug", flat=True)) == {"talker"}
