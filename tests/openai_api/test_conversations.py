@@ -273,3 +273,43 @@ def test_conversation_oversized_and_unauthenticated(gaia_server, api_key, echo_a
         r = _call(gaia_server, api_key, "POST", path, content=big,
                   headers={"Content-Type": "application/json"})
         assert _error(r, 413)["type"] == "invalid_request_error"
+
+
+def test_conversation_client_tool_round_trip(client, make_agent):
+    make_agent(slug="tooler", provider__options={
+        "tool_call": {"name": "weather", "arguments": {"city": "Lyon"}},
+        "tool_result_reply": True})
+    tools = [{"type": "function", "name": "weather", "parameters": {"type": "object"}}]
+    conv = client.conversations.create()
+    asked = client.responses.create(model="tooler", input="weather?", tools=tools,
+                                    conversation=conv.id)
+    [call] = [o for o in asked.output if o.type == "function_call"]
+    answered = client.responses.create(model="tooler", tools=tools, conversation=conv.id,
+                                       input=[{"type": "function_call_output",
+                                               "call_id": call.call_id, "output": "sunny"}])
+    assert answered.output_text == "Tool said: sunny"
+    items = client.conversations.items.list(conv.id, order="asc").data
+    assert [i.type for i in items] == ["message", "function_call", "function_call_output",
+                                       "message"]
+    assert items[1].id == call.id
+    assert items[1].call_id == items[2].call_id == call.call_id
+
+
+def test_conversation_items_wait_for_a_running_turn(gaia_server, client, api_key, echo_agent):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    conv = client.conversations.create()
+    thread = Thread.objects.get(conversation__id=conv.id)
+    Thread.objects.filter(pk=thread.pk).update(  # a turn holds the thread's lease
+        lock_token="x", lock_expires_at=timezone.now() + timedelta(minutes=5))
+    r = _call(gaia_server, api_key, "POST", f"/conversations/{conv.id}/items",
+              json={"items": [_user("late")]})
+    assert _error(r, 409)["code"] == "conversation_locked"
+    assert Message.objects.filter(thread=thread).count() == 0
+
+
+def test_conversation_needs_a_model_the_key_may_use(gaia_server, api_key):
+    body = _error(_call(gaia_server, api_key, "POST", "/conversations", json={}), 403)
+    assert body["code"] == "no_model_available"
