@@ -209,6 +209,7 @@ class ModelCreateApi(V1View):
                 target=target, api_key=key, request=canonical, dialect=dialect.name,
                 response_id=dialect.new_id(), thread_id=thread_id, session_key=session_key,
                 previous_response_id=parsed.previous_response_id,
+                conversation_id=parsed.conversation_id,
                 # the request's log line names the turn (ApiEdgeMiddleware)
                 observe=lambda turn: setattr(request, "gaia_turn", turn))
         except InvalidRequest as exc:

@@ -1,6 +1,6 @@
 from django.urls import path, re_path
 
-from openai_api import apis
+from openai_api import apis, conversations
 from openai_api.dialects import chat, completions, messages, responses
 
 urlpatterns = [
@@ -18,5 +18,13 @@ urlpatterns = [
     path("messages", apis.ModelCreateApi.as_view(dialect=messages.DIALECT), name="v1-messages"),
     path("messages/count_tokens", apis.MessageCountTokensApi.as_view(),
          name="v1-messages-count-tokens"),
+    path("conversations", conversations.ConversationCreateApi.as_view(),
+         name="v1-conversations"),
+    re_path(r"^conversations/(?P<conversation_id>[^/]+)$",
+            conversations.ConversationDetailApi.as_view(), name="v1-conversation"),
+    re_path(r"^conversations/(?P<conversation_id>[^/]+)/items$",
+            conversations.ConversationItemsApi.as_view(), name="v1-conversation-items"),
+    re_path(r"^conversations/(?P<conversation_id>[^/]+)/items/(?P<item_id>[^/]+)$",
+            conversations.ConversationItemDetailApi.as_view(), name="v1-conversation-item"),
     re_path(r"^[\s\S]*$", apis.NotFoundApi.as_view()),
 ]

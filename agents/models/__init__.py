@@ -25,6 +25,9 @@ from agents.models.agents import (
 from agents.models.audit import (
     AuditEvent,
 )
+from agents.models.conversations import (
+    Conversation,
+)
 from agents.models.keys import (
     ApiKey,
 )
@@ -68,6 +71,7 @@ __all__ = [
     "Approval",
     "BUILTIN_TOOLS",
     "ConfigStamp",
+    "Conversation",
     "HOSTED_KINDS",
     "KnowledgeBase",
     "KnowledgeChunk",

@@ -71,6 +71,12 @@ from agents.selectors.console import (
     provider_list,
     provider_public,
 )
+from agents.selectors.conversations import (
+    conversation_get,
+    conversation_message_get,
+    conversation_message_page,
+    conversation_messages,
+)
 from agents.selectors.health import (
     health_report,
     message_total,
@@ -120,6 +126,10 @@ from agents.selectors.usage import (
 )
 
 __all__ = [
+    "conversation_get",
+    "conversation_message_get",
+    "conversation_message_page",
+    "conversation_messages",
     "thread_admin_search",
     "thread_matches",
     "thread_history",

@@ -63,6 +63,14 @@ from agents.services.control import (
     organism_reload,
     thread_kill,
 )
+from agents.services.conversations import (
+    conversation_create,
+    conversation_delete,
+    conversation_item_remove,
+    conversation_items_add,
+    conversation_turn_thread,
+    conversation_update,
+)
 from agents.services.digests import EMPTY_DIGEST, digest_chain, session_key_fallback
 from agents.services.inner import InnerMessage, inner_messages_store
 from agents.services.knowledge import (
@@ -124,6 +132,12 @@ from agents.services.usage import (
 )
 
 __all__ = [
+    "conversation_create",
+    "conversation_delete",
+    "conversation_item_remove",
+    "conversation_items_add",
+    "conversation_turn_thread",
+    "conversation_update",
     "AGENT_FIELDS",
     "AGENT_PAUSED_RETRY_AFTER",
     "BATCH",

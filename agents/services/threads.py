@@ -74,6 +74,7 @@ def thread_turn_begin(
     parent_message_id: int | None = None,
     before: Callable[[], dict[str, Any] | None] | None = None,
     hold: Callable[[], HoldStatement | None] | None = None,
+    append: bool = False,
 ) -> TurnStart | None:
     """Find or create the thread for this conversation, take its lease and store the new messages.
 
@@ -83,7 +84,8 @@ def thread_turn_begin(
     A client resending its history continues the thread whose stored history is a prefix of
     it; a history that diverges from every stored thread (an edited message) forks a new
     thread. With an explicit ``thread_id``, a request carrying only new messages (no assistant
-    turns) continues the stored conversation statefully.
+    turns) continues the stored conversation statefully; with ``append`` (a conversation's
+    turn, ``/v1/conversations``) every message is new, whatever it holds.
 
     ``title`` names a new thread (default: its first user text); ``run_id`` marks it as the
     work of that benchmark run, ``parent_message_id`` as another agent's call.
@@ -150,9 +152,9 @@ def thread_turn_begin(
         # A thread named by id whose lease is free: one statement takes the lease and stores
         # the client's messages (a fork, a busy or abandoned lease: the transaction below).
         found = _thread_of_key(thread_id, api_key)
-        if found.lock_expires_at is None and (found.history_digest in chain or not any(
+        if found.lock_expires_at is None and (append or found.history_digest in chain or not any(
                 m.role == "assistant" for m in incoming)):
-            stateful = found.history_digest not in chain
+            stateful = append or found.history_digest not in chain
             rows, update = _continued(
                 found, incoming, chain, stateful=stateful, now=now, lease=lease,
                 workspace_root=workspace_root, dialect=dialect, sender=sender)
@@ -176,7 +178,9 @@ def thread_turn_begin(
         if thread_id:
             # (read once: the one-statement path's read when it did not apply)
             thread = found or _thread_of_key(thread_id, api_key)
-            if thread.history_digest in chain:
+            if append:
+                stateful = True
+            elif thread.history_digest in chain:
                 matched = chain.index(thread.history_digest)
             elif not any(m.role == "assistant" for m in incoming):
                 stateful = True

@@ -79,14 +79,15 @@ async def _resolve(target: Agent | str, api_key: ApiKey | None, messages: list[l
 async def turn_open(*, target: Agent | str, api_key: ApiKey | None, request: llm.LLMRequest,
                     dialect: str, response_id: str, thread_id: str | None = None,
                     session_key: str | None = None, previous_response_id: str | None = None,
-                    observe: Callable[[TurnLike], None] | None = None, sender: str = ""
-                    ) -> TurnLike:
+                    observe: Callable[[TurnLike], None] | None = None, sender: str = "",
+                    conversation_id: str | None = None) -> TurnLike:
     """:func:`_turn_open`, for a turn this process has room for: past
     ``GAIA_MAX_TURNS_IN_FLIGHT`` it raises :class:`ServerOverloaded` (503) at once, before any
     work (:mod:`agents.turns.admission`). The turn's slot is given back however it ends.
     A stopped organism (``POST /api/v1/organism/stop``) opens none: 503 ``organism_stopped``.
     ``sender``: who said the new message, when the client names itself (an MCP client's
-    ``clientInfo.name``), shown on its thread."""
+    ``clientInfo.name``), shown on its thread. ``conversation_id``: the conversation
+    (``/v1/conversations``) whose thread the turn continues, its input added to it."""
     await _organism_running_check()
     slot = admission.admit()
     try:
@@ -94,7 +95,7 @@ async def turn_open(*, target: Agent | str, api_key: ApiKey | None, request: llm
             target=target, api_key=api_key, request=request, dialect=dialect,
             response_id=response_id, thread_id=thread_id, session_key=session_key,
             previous_response_id=previous_response_id, observe=observe, slot=slot,
-            sender=sender)
+            sender=sender, conversation_id=conversation_id)
     except BaseException:
         slot.release()  # it never opened (its close gave it back already if it had begun)
         raise
@@ -115,7 +116,8 @@ async def _turn_open(*, target: Agent | str, api_key: ApiKey | None, request: ll
                      dialect: str, response_id: str, thread_id: str | None,
                      session_key: str | None, previous_response_id: str | None,
                      observe: Callable[[TurnLike], None] | None,
-                     slot: admission.Slot, sender: str = "") -> TurnLike:
+                     slot: admission.Slot, sender: str = "",
+                     conversation_id: str | None = None) -> TurnLike:
     """Open the turn that answers ``request`` (the client's conversation, in Gaia's canonical
     form) for ``target`` (from :func:`authorize`).
 
@@ -142,6 +144,10 @@ async def _turn_open(*, target: Agent | str, api_key: ApiKey | None, request: ll
             thread_id, session_key = None, session
     agent, route, team = await _resolve(target, api_key, request.messages, thread_id=thread_id,
                                         session_key=session_key, response_id=response_id)
+    if conversation_id is not None:  # its thread, moved to this agent if none answered yet
+        thread_id = await run_db(services.conversation_turn_thread,
+                                 conversation_id=conversation_id, api_key=api_key, agent=agent,
+                                 title=thread_title(request.messages))
     hosted = hosted_plan(request=request, agent=agent, api_key=api_key,
                          tools_run=backend_for(agent.provider).accepts_tools)
     if hosted.choice is not None:  # a hosted tool required: the agent's tool that serves it
@@ -150,7 +156,7 @@ async def _turn_open(*, target: Agent | str, api_key: ApiKey | None, request: ll
                     response_id=response_id, thread_id=thread_id, session_key=session_key,
                     user=request.user, route=route, title=thread_title(request.messages),
                     workspace_root=extract_workspace_root(request.messages, request.system),
-                    hosted=hosted, sender=sender)
+                    hosted=hosted, sender=sender, append=conversation_id is not None)
     turn: TurnLike = TeamTurn(spec, team) if team is not None else Turn(spec)
     # Given back when the turn closes (a team's when its leader's turn does).
     (turn.leader if isinstance(turn, TeamTurn) else turn).admitted = slot

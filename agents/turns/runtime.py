@@ -176,7 +176,7 @@ class Turn(TurnEnding):
             workspace_root=spec.workspace_root, dialect=spec.dialect,
             lease_seconds=settings.GAIA_THREAD_LOCK_SECONDS, exclusive=exclusive,
             title=spec.title, run_id=spec.run_id, parent_message_id=spec.parent_message_id,
-            sender=spec.sender,
+            sender=spec.sender, append=spec.append,
         )
 
     async def _begin(self, *, exclusive: bool = True) -> services.TurnStart:

@@ -43,6 +43,9 @@ class TurnSpec:
     # The client's hosted tools: those dropped (the reply names them), those the agent's own
     # tools serve (agents.tools.hosted).
     hosted: HostedPlan = field(default_factory=HostedPlan)
+    # A conversation's turn (/v1/conversations): the request's messages are all new, added
+    # to its thread (``thread_id``) whatever they hold.
+    append: bool = False
 
 
 async def events_to_end(first: Any, following: Callable[[float], Awaitable[Any]],

@@ -22,6 +22,7 @@ class Parsed:
     request: llm.LLMRequest
     stream: bool
     previous_response_id: str | None = None
+    conversation_id: str | None = None  # the Responses API's ``conversation``
     extra: dict[str, Any] = field(default_factory=dict)
 
 

@@ -66,6 +66,7 @@ class ResponseRequestIn(_In):
     top_p: float | None = Field(default=None, ge=0, le=1)
     reasoning: ReasoningIn | None = None
     previous_response_id: str | None = None
+    conversation: str | dict[str, Any] | None = None
     store: bool | None = None
     metadata: dict[str, str] | None = None
     stream: bool | None = False
@@ -305,6 +306,7 @@ def parse_request(data: dict[str, Any]) -> tuple[ResponseRequestIn, llm.LLMReque
         raise InvalidRequest("'input' must not be empty.", param="input")
     answers: list[llm.ApprovalAnswer] = []
     system, messages = parse_input(req.input, answers)
+    conversation_of(req)  # checked before anything is looked up
     if answers and not req.previous_response_id:
         raise InvalidRequest("An mcp_approval_response continues the response that asked: "
                              "send it with that response's id as 'previous_response_id'.",
@@ -349,6 +351,27 @@ def parse_request(data: dict[str, Any]) -> tuple[ResponseRequestIn, llm.LLMReque
     return req, canonical
 
 
+def conversation_of(req: ResponseRequestIn) -> str | None:
+    """The conversation the request continues (``conversation``: its id, or ``{"id": ...}``),
+    never with ``previous_response_id`` (OpenAI: the two are exclusive)."""
+    value = req.conversation
+    if isinstance(value, dict):
+        value = value.get("id")
+        if not isinstance(value, str):
+            raise InvalidRequest("'conversation' must be a conversation id or an object with "
+                                 "its 'id'.", param="conversation.id", code="invalid_value")
+    if value is None:
+        return None
+    if not value:
+        raise InvalidRequest("'conversation' must not be empty.", param="conversation",
+                             code="invalid_value")
+    if req.previous_response_id:
+        raise InvalidRequest("Mutually exclusive parameters: send only one of "
+                             "'previous_response_id' and 'conversation'.",
+                             param="conversation", code="mutually_exclusive_parameters")
+    return value
+
+
 def _custom_format(tools: list[dict[str, Any]] | None, name: str) -> dict[str, Any]:
     for tool in tools or []:
         if tool.get("type") == "custom" and tool.get("name") == name:
@@ -376,7 +399,9 @@ def echo_fields(req: ResponseRequestIn) -> dict[str, Any]:
                                                                              "custom"):
         name = function_name(req.tool_choice)
         choice = {"type": req.tool_choice["type"], "name": name}
+    conversation = conversation_of(req)
     return {
+        **({"conversation": {"id": conversation}} if conversation else {}),
         "instructions": req.instructions,
         "metadata": req.metadata or {},
         "parallel_tool_calls": req.parallel_tool_calls is not False,
@@ -408,6 +433,7 @@ class Responses(Dialect):
         req, canonical = parse_request(data)
         return Parsed(req, canonical, bool(req.stream),
                       previous_response_id=req.previous_response_id,
+                      conversation_id=conversation_of(req),
                       extra={"echo": echo_fields(req),
                              "tools": client_tools(data, canonical.tools)})
 
