@@ -56,6 +56,13 @@ from agents.models.usage import (
     UsageBucket,
     UserUsage,
 )
+from agents.models.webhooks import (
+    WEBHOOK_EVENT_TYPES,
+    WEBHOOK_RESPONSE_CHARS,
+    WebhookAttempt,
+    WebhookDelivery,
+    WebhookEndpoint,
+)
 
 __all__ = [
     "APPROVAL_HELP",
@@ -88,6 +95,11 @@ __all__ = [
     "Thread",
     "UsageBucket",
     "UserUsage",
+    "WEBHOOK_EVENT_TYPES",
+    "WEBHOOK_RESPONSE_CHARS",
+    "WebhookAttempt",
+    "WebhookDelivery",
+    "WebhookEndpoint",
     "approval_rule_valid",
     "options_masked",
     "options_unmasked",
