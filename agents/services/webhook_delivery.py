@@ -77,7 +77,7 @@ def webhook_deliveries_due_send() -> None:
         | Q(state=State.SENDING, claimed_at__lt=now - _lease())).values_list(
         "pk", flat=True).order_by("next_attempt_at")[:100]
     for pk in list(due):
-        webhook_delivery_attempt(delivery_id=pk)
+        webhook_delivery_attempt(delivery_id=pk, early=False)
 
 
 def _lease() -> timedelta:
@@ -98,16 +98,22 @@ class Outcome:
             200 <= self.status_code < 300
 
 
-def webhook_delivery_attempt(*, delivery_id: int) -> str | None:
+def webhook_delivery_attempt(*, delivery_id: int, early: bool = True) -> str | None:
     """Attempt one delivery, if it is due and nobody else is sending it (a conditional
     update claims it); log the attempt; schedule the next one or end the delivery. Returns
-    the delivery's state after, ``None`` if it was not claimed."""
+    the delivery's state after, ``None`` if it was not claimed. Called before its time
+    (``early``: a task that came early), it is scheduled again for then."""
     now = timezone.now()
     claimed = WebhookDelivery.objects.filter(
-        Q(state=State.PENDING, next_attempt_at__lte=now + timedelta(seconds=1))
+        Q(state=State.PENDING, next_attempt_at__lte=now)
         | Q(state=State.SENDING, claimed_at__lt=now - _lease()), pk=delivery_id,
     ).update(state=State.SENDING, attempts=F("attempts") + 1, claimed_at=now)
     if not claimed:
+        due = WebhookDelivery.objects.filter(pk=delivery_id, state=State.PENDING).values_list(
+            "next_attempt_at", flat=True).first()
+        if early and due is not None and due > now:
+            webhook_delivery_schedule(delivery_id=delivery_id,
+                                      delay=(due - now).total_seconds())
         return None
     delivery = WebhookDelivery.objects.select_related("endpoint").get(pk=delivery_id)
     endpoint = delivery.endpoint
