@@ -234,8 +234,9 @@ def test_each_event_leaves_through_the_one_door_with_ids_and_no_secrets(
     assert sorted(scheduled) == sorted(WebhookDelivery.objects.values_list("pk", flat=True))
     assert WebhookDelivery.objects.filter(type="run.finished").count() == 2
     for d in mine:
-        assert d.state == "pending" and d.attempts == 0
-        assert d.event_id.startswith("evt_") and d.payload["id"] == d.event_id
+        assert (d.state, d.attempts) == ("pending", 0)
+        assert d.event_id.startswith("evt_")
+        assert d.payload["id"] == d.event_id
         assert set(d.payload) == {"id", "type", "created_at", "data"}
         assert d.payload["type"] == d.type
         assert "sk-secret" not in str(d.payload)

@@ -7,7 +7,6 @@ timeout without holding the worker."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -180,7 +179,8 @@ def test_a_decision_is_delivered_signed_after_two_failures_with_backoff_and_logg
                                                                        "approved")
     # backed off as configured: at least 1 s, then at least 2 s, between the attempts
     gaps = [b["at"] - a["at"] for a, b in zip(got, got[1:], strict=False)]
-    assert gaps[0] >= 0.9 and gaps[1] >= 1.9, gaps
+    assert gaps[0] >= 0.9, gaps
+    assert gaps[1] >= 1.9, gaps
     assert receiver.of("/ok/other") == []
 
     log = staff.get(f"/api/v1/webhooks/{endpoint}/deliveries").json()
@@ -193,7 +193,7 @@ def test_a_decision_is_delivered_signed_after_two_failures_with_backoff_and_logg
     assert [a["response"] for a in shown["attempt_log"]] == ["answer 1", "answer 2", ""]
     assert [a["error"] for a in shown["attempt_log"]] == [
         "the receiver answered 500", "the receiver answered 500", None]
-    assert all(a["latency_ms"] >= 0 and not a["manual"] for a in shown["attempt_log"])
+    assert not any(a["manual"] for a in shown["attempt_log"])
     assert shown["next_attempt_at"] is None
 
     # a redelivery: the same event id again, one attempt, logged as an operator's
@@ -201,7 +201,8 @@ def test_a_decision_is_delivered_signed_after_two_failures_with_backoff_and_logg
     assert r.status_code == 202, r.content
     wait_for(lambda: len(receiver.of("/fail2/hooks")) == 4, "the redelivery arrived")
     again = receiver.of("/fail2/hooks")[-1]
-    assert again["verified"] and again["headers"]["webhook-id"] == delivery.event_id
+    assert again["verified"]
+    assert again["headers"]["webhook-id"] == delivery.event_id
     shown = wait_for(lambda: (lambda d: d if d["state"] == "succeeded" and d["attempts"] == 4
                               else None)(staff.get(f"/api/v1/webhooks/{endpoint}/deliveries/"
                                                    f"{delivery.pk}").json()),
@@ -224,9 +225,10 @@ def test_a_receiver_that_hangs_fails_at_the_timeout_and_the_worker_goes_on(
     hung = staff.get(f"/api/v1/webhooks/{hang}/deliveries").json()["results"][0]
     first = hung["attempt_log"][0]
     assert first["status_code"] is None
-    assert "timed out" in first["error"] and "GAIA_WEBHOOK_TIMEOUT_SECONDS" in first["error"]
+    assert "timed out" in first["error"]
+    assert "GAIA_WEBHOOK_TIMEOUT_SECONDS" in first["error"]
     assert first["latency_ms"] < 30_000  # the receiver would have held it a minute
     assert hung["state"] in ("pending", "sending", "failed")
-    assert receiver.of("/hang/x") and receiver.of("/hang/x")[0]["verified"]
-    assert good.status_code == 200 and json.loads(json.dumps(good.payload))["data"] == {
-        "run_id": 1, "status": "succeeded"}
+    assert receiver.of("/hang/x")[0]["verified"]
+    assert good.status_code == 200
+    assert receiver.of("/ok/y")[0]["event"]["data"] == {"run_id": 1, "status": "succeeded"}
