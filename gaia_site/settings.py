@@ -284,6 +284,7 @@ SPECTACULAR_SETTINGS = {
         "BenchmarkSuiteKindEnum": "benchmarks.models.BenchmarkSuite.Kind",
         "ProviderKindEnum": "agents.models.Provider.Kind",
         "KeyStateEnum": ["active", "expired", "revoked"],
+        "WebhookEventTypeEnum": "agents.models.webhooks.WEBHOOK_EVENT_TYPES",
     },
 }
 
@@ -366,7 +367,8 @@ GAIA_WEBHOOK_RETRY_SECONDS = [float(s) for s in env.list(
     "GAIA_WEBHOOK_RETRY_SECONDS", default=["30", "120", "600", "1800", "3600"])]
 # An attempt's whole time (connect, send, answer): a receiver that hangs fails the attempt.
 GAIA_WEBHOOK_TIMEOUT_SECONDS = env.float("GAIA_WEBHOOK_TIMEOUT_SECONDS", default=10.0)
-# Without Redis: how often the embedded worker looks for deliveries due (once it has run one).
+# Without Redis: at most this often, when a delivery is scheduled, the embedded worker also
+# looks for deliveries left due (a retry's timer lost with a process that stopped).
 GAIA_WEBHOOK_POLL_SECONDS = env.float("GAIA_WEBHOOK_POLL_SECONDS", default=30.0)
 # Addresses (or networks: 10.0.0.0/8) that may read /metrics without a key; by default none,
 # and Prometheus sends a key with the 'metrics' scope (gaia_site/metrics.py).

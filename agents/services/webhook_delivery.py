@@ -6,7 +6,8 @@ retried after each of ``GAIA_WEBHOOK_RETRY_SECONDS`` until one succeeds (a 2xx a
 
 A Celery worker sends them when ``REDIS_URL`` is set (a retry is the task sent again with a
 countdown); without, this process's embedded worker (``webhooks`` queue; a retry waits on a
-timer, and the worker looks for deliveries due every ``GAIA_WEBHOOK_POLL_SECONDS``)."""
+timer, and as deliveries are scheduled the worker also looks, at most every
+``GAIA_WEBHOOK_POLL_SECONDS``, for any left due by a process that stopped)."""
 
 from __future__ import annotations
 
@@ -37,6 +38,7 @@ DELIVERY_QUEUE = "webhooks"
 USER_AGENT = "Gaia-Webhooks/1"
 _READ_BYTES = 4 * WEBHOOK_RESPONSE_CHARS
 State = WebhookDelivery.State
+_swept = float("-inf")  # when this process last looked for deliveries due (embedded worker)
 
 
 def webhook_retry_delays() -> list[float]:
@@ -57,8 +59,11 @@ def webhook_delivery_schedule(*, delivery_id: int, delay: float) -> None:
         except Exception:
             log.exception("webhooks: delivery %s could not be queued", delivery_id)
         return
-    embedded_worker(DELIVERY_QUEUE, poll=webhook_deliveries_due_send,
-                    poll_seconds=settings.GAIA_WEBHOOK_POLL_SECONDS)
+    global _swept
+    if time.monotonic() - _swept >= settings.GAIA_WEBHOOK_POLL_SECONDS:
+        # Deliveries left due: looked for as webhooks are sent, never by an idle process.
+        _swept = time.monotonic()
+        embedded_worker(DELIVERY_QUEUE).submit(webhook_deliveries_due_send)
     if delay <= 0:
         background_dispatch(DELIVERY_TASK, delivery_id, queue=DELIVERY_QUEUE)
         return
@@ -69,8 +74,8 @@ def webhook_delivery_schedule(*, delivery_id: int, delay: float) -> None:
 
 
 def webhook_deliveries_due_send() -> None:
-    """The embedded worker's poll: attempt every delivery whose time has come (a timer lost
-    with a process that stopped, an attempt whose process died while sending)."""
+    """Attempt every delivery whose time has come (a timer lost with a process that stopped,
+    an attempt whose process died while sending): the embedded worker's sweep."""
     now = timezone.now()
     due = WebhookDelivery.objects.filter(
         Q(state=State.PENDING, next_attempt_at__lte=now)

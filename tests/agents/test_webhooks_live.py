@@ -230,5 +230,13 @@ def test_a_receiver_that_hangs_fails_at_the_timeout_and_the_worker_goes_on(
     assert first["latency_ms"] < 30_000  # the receiver would have held it a minute
     assert hung["state"] in ("pending", "sending", "failed")
     assert receiver.of("/hang/x")[0]["verified"]
+    # disabled, it is not sent again: its next attempt ends it
+    r = staff.patch(f"/api/v1/webhooks/{hang}", {"enabled": False}, format="json")
+    assert r.status_code == 200
+    ended = wait_for(lambda: WebhookDelivery.objects.filter(endpoint_id=hang,
+                                                            state="failed").first(),
+                     "the disabled endpoint's delivery failed")
+    assert ended.error == "the endpoint is disabled: not sent"
+    assert len(receiver.of("/hang/x")) == ended.attempts - 1
     assert good.status_code == 200
     assert receiver.of("/ok/y")[0]["event"]["data"] == {"run_id": 1, "status": "succeeded"}
