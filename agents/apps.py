@@ -34,6 +34,8 @@ def _url_settings_check(settings: Any) -> None:
 
     try:
         url_rules_check(settings.GAIA_MCP_ALLOWED_URLS, setting="GAIA_MCP_ALLOWED_URLS")
+        url_rules_check(getattr(settings, "GAIA_WEBHOOK_ALLOWED_URLS", []),
+                        setting="GAIA_WEBHOOK_ALLOWED_URLS")
     except UrlRefused as exc:
         raise ImproperlyConfigured(str(exc)) from None
     for origin in settings.GAIA_OPERATOR_ALLOWED_ORIGINS:

@@ -3,7 +3,7 @@
 from django.urls import path, re_path
 
 from agents import apis
-from agents.apis import console, organism, spend, tools, usage
+from agents.apis import console, organism, spend, tools, usage, webhooks
 
 app_name = "operator"
 
@@ -46,5 +46,14 @@ urlpatterns = [
     path("budgets/<int:budget_id>", spend.BudgetDetailApi.as_view(), name="budget-detail"),
     path("prices", spend.PriceListApi.as_view(), name="price-list"),
     path("usage", usage.UsageApi.as_view(), name="usage"),
+    path("webhooks", webhooks.WebhookListApi.as_view(), name="webhook-list"),
+    path("webhooks/<str:endpoint_id>", webhooks.WebhookDetailApi.as_view(),
+         name="webhook-detail"),
+    path("webhooks/<str:endpoint_id>/deliveries", webhooks.WebhookDeliveryListApi.as_view(),
+         name="webhook-deliveries"),
+    path("webhooks/<str:endpoint_id>/deliveries/<str:delivery_id>",
+         webhooks.WebhookDeliveryDetailApi.as_view(), name="webhook-delivery"),
+    path("webhooks/<str:endpoint_id>/deliveries/<str:delivery_id>/redeliver",
+         webhooks.WebhookRedeliverApi.as_view(), name="webhook-redeliver"),
     re_path(r"^[\s\S]*$", apis.ApiNotFoundApi.as_view()),
 ]

@@ -284,6 +284,7 @@ SPECTACULAR_SETTINGS = {
         "BenchmarkSuiteKindEnum": "benchmarks.models.BenchmarkSuite.Kind",
         "ProviderKindEnum": "agents.models.Provider.Kind",
         "KeyStateEnum": ["active", "expired", "revoked"],
+        "WebhookEventTypeEnum": "agents.models.webhooks.WEBHOOK_EVENT_TYPES",
     },
 }
 
@@ -354,6 +355,21 @@ GAIA_PUBLIC_URL = env.str("GAIA_PUBLIC_URL", default="").rstrip("/")
 # declared, or one of these (parsed, exact or a path prefix ending in '*', as
 # GAIA_MCP_ALLOWED_URLS): a card cannot send the admin's credentials elsewhere.
 GAIA_A2A_ALLOWED_URLS = env.list("GAIA_A2A_ALLOWED_URLS", default=[])
+# Webhooks (/api/v1/webhooks, agents/services/webhooks.py): the URLs an endpoint may have,
+# parsed and compared as GAIA_MCP_ALLOWED_URLS (exact, or a path prefix ending in '*'). When
+# the list is empty any public http(s) address may be registered; a private, loopback or
+# link-local address (or a name that resolves to one) only when it is listed; when the list
+# is set, only what it lists.
+GAIA_WEBHOOK_ALLOWED_URLS = env.list("GAIA_WEBHOOK_ALLOWED_URLS", default=[])
+# Seconds between a delivery's failed attempt and the next: one attempt, then one more after
+# each of these (the default: 6 attempts over 1 h 42 min), then the delivery has failed.
+GAIA_WEBHOOK_RETRY_SECONDS = [float(s) for s in env.list(
+    "GAIA_WEBHOOK_RETRY_SECONDS", default=["30", "120", "600", "1800", "3600"])]
+# An attempt's whole time (connect, send, answer): a receiver that hangs fails the attempt.
+GAIA_WEBHOOK_TIMEOUT_SECONDS = env.float("GAIA_WEBHOOK_TIMEOUT_SECONDS", default=10.0)
+# Without Redis: at most this often, when a delivery is scheduled, the embedded worker also
+# looks for deliveries left due (a retry's timer lost with a process that stopped).
+GAIA_WEBHOOK_POLL_SECONDS = env.float("GAIA_WEBHOOK_POLL_SECONDS", default=30.0)
 # Addresses (or networks: 10.0.0.0/8) that may read /metrics without a key; by default none,
 # and Prometheus sends a key with the 'metrics' scope (gaia_site/metrics.py).
 GAIA_METRICS_ALLOWED_IPS = env.list("GAIA_METRICS_ALLOWED_IPS", default=[])

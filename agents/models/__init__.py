@@ -59,6 +59,13 @@ from agents.models.usage import (
     UsageBucket,
     UserUsage,
 )
+from agents.models.webhooks import (
+    WEBHOOK_EVENT_TYPES,
+    WEBHOOK_RESPONSE_CHARS,
+    WebhookAttempt,
+    WebhookDelivery,
+    WebhookEndpoint,
+)
 
 __all__ = [
     "APPROVAL_HELP",
@@ -92,6 +99,11 @@ __all__ = [
     "Thread",
     "UsageBucket",
     "UserUsage",
+    "WEBHOOK_EVENT_TYPES",
+    "WEBHOOK_RESPONSE_CHARS",
+    "WebhookAttempt",
+    "WebhookDelivery",
+    "WebhookEndpoint",
     "approval_rule_valid",
     "options_masked",
     "options_unmasked",

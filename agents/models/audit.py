@@ -34,6 +34,10 @@ class AuditEvent(models.Model):
         BUDGET_CREATE = "budget_create"
         BUDGET_UPDATE = "budget_update"
         BUDGET_DELETE = "budget_delete"
+        WEBHOOK_CREATE = "webhook_create"
+        WEBHOOK_UPDATE = "webhook_update"
+        WEBHOOK_DELETE = "webhook_delete"
+        WEBHOOK_REDELIVER = "webhook_redeliver"
 
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     actor = models.CharField(max_length=320, help_text="user:<name> or key:<name> (<prefix>).")

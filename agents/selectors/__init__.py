@@ -124,6 +124,17 @@ from agents.selectors.usage import (
     usage_summary,
     usage_window,
 )
+from agents.selectors.webhooks import (
+    address_private,
+    webhook_delivery_get,
+    webhook_delivery_list,
+    webhook_delivery_public,
+    webhook_endpoint_get,
+    webhook_endpoint_list,
+    webhook_endpoint_public,
+    webhook_endpoints_for,
+    webhook_url_refusal,
+)
 
 __all__ = [
     "conversation_get",
@@ -221,4 +232,13 @@ __all__ = [
     "thread_public_row",
     "thread_total",
     "turn_waiting",
+    "address_private",
+    "webhook_delivery_get",
+    "webhook_delivery_list",
+    "webhook_delivery_public",
+    "webhook_endpoint_get",
+    "webhook_endpoint_list",
+    "webhook_endpoint_public",
+    "webhook_endpoints_for",
+    "webhook_url_refusal",
 ]

@@ -25,6 +25,7 @@ class _AccessCache:
     # (provider name, model) -> agents.services.prices.Price or None (unknown)
     prices: dict[tuple[str, str], Any] = field(default_factory=dict)
     budgets: list[Any] | None = None  # agents.selectors.budgets.BudgetRule, read once
+    webhooks: list[Any] | None = None  # agents.selectors.webhooks.EndpointRule, read once
 
 
 @dataclass(frozen=True)

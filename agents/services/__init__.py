@@ -130,6 +130,19 @@ from agents.services.usage import (
     usage_record,
     usage_record_many,
 )
+from agents.services.webhook_delivery import (
+    webhook_deliveries_due_send,
+    webhook_delivery_attempt,
+    webhook_delivery_schedule,
+    webhook_retry_delays,
+)
+from agents.services.webhooks import (
+    webhook_delivery_redeliver,
+    webhook_endpoint_delete,
+    webhook_endpoint_save,
+    webhook_event_send,
+    webhook_secret_new,
+)
 
 __all__ = [
     "conversation_create",
@@ -233,4 +246,13 @@ __all__ = [
     "usage_record",
     "usage_record_many",
     "UsageTurn",
+    "webhook_deliveries_due_send",
+    "webhook_delivery_attempt",
+    "webhook_delivery_redeliver",
+    "webhook_delivery_schedule",
+    "webhook_endpoint_delete",
+    "webhook_endpoint_save",
+    "webhook_event_send",
+    "webhook_retry_delays",
+    "webhook_secret_new",
 ]

@@ -23,6 +23,7 @@ from agents.kernel.exceptions import Conflict, InvalidRequest
 from agents.models import Agent, ApiKey, Approval, Thread
 from agents.outlet import events, realtime
 from agents.services.audit import SYSTEM, Actor, audit_actor, audit_record
+from agents.services.webhooks import webhook_approval_data, webhook_event_send
 
 DECISIONS = {"approve": Approval.Status.APPROVED, "deny": Approval.Status.DENIED}
 
@@ -67,6 +68,7 @@ def _approval_request(*, approval_id: uuid.UUID, thread_id: Any, agent: Agent, r
     if not by_client:
         _thread_status(thread_id, agent, Thread.Status.WAITING, now)
         realtime.send_event_on_commit(events.approval_requested(approval))
+        webhook_event_send(type="approval.requested", data=webhook_approval_data(approval))
     return approval
 
 
@@ -108,6 +110,7 @@ def approval_decide(*, approval_id: Any, decision: str, decided_by: str, reason:
     found.refresh_from_db()
     realtime.send_event_on_commit(events.approval_decided(found))
     realtime.send_control_on_commit("approval_decided", approval_id=str(found.pk))
+    webhook_event_send(type="approval.decided", data=webhook_approval_data(found))
     audit_record(actor=actor, action=decision, target=f"approval:{found.pk}",
                  detail={"agent": found.agent.slug, "thread": str(found.thread_id),
                          "tool": found.tool, "reason": reason[:200]})
@@ -126,6 +129,7 @@ def approval_settle(*, approval_id: Any, agent: Agent) -> Approval:
     approval = Approval.objects.select_related("agent").get(pk=approval_id)
     if expired:
         realtime.send_event_on_commit(events.approval_decided(approval))
+        webhook_event_send(type="approval.decided", data=webhook_approval_data(approval))
         audit_record(actor=SYSTEM, action="expire", target=f"approval:{approval.pk}",
                      detail={"agent": approval.agent.slug, "thread": str(approval.thread_id),
                              "tool": approval.tool})

@@ -41,6 +41,7 @@ from agents.models import Budget
 from agents.outlet import events, realtime
 from agents.selectors.budgets import BudgetRule, period_end, period_start
 from agents.services.prices import Price, price_of
+from agents.services.webhooks import webhook_budget_data, webhook_event_send
 
 log = logging.getLogger("gaia.budgets")
 
@@ -380,3 +381,5 @@ def _signal_once(rule: BudgetRule, kind: str, mark: str, now: datetime,
     spent = Budget.objects.filter(pk=rule.id).values_list("spent", flat=True).first() or 0
     realtime.send_event_on_commit(events.budget_signal(kind, rule=rule, spent=spent,
                                                        period_start=start.isoformat()))
+    webhook_event_send(type=kind.replace("_", "."), data=webhook_budget_data(
+        rule, spent=spent, period_start=start.isoformat(), percent=percent))

@@ -1,4 +1,5 @@
-"""Every change to agents, providers or keys renews the configuration stamp."""
+"""Every change to agents, providers, keys, budgets or webhook endpoints renews the
+configuration stamp."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from agents.models import (
     RoutingPolicy,
     Team,
     TeamMember,
+    WebhookEndpoint,
 )
 
 
@@ -31,7 +33,7 @@ def _changed(sender: Any, **kwargs: Any) -> None:
 
 def connect() -> None:
     for model in (A2aAgent, Agent, AgentFallback, ApiKey, Budget, McpServer, ModelPrice, Provider,
-                  RoutingPolicy, Team, TeamMember):
+                  RoutingPolicy, Team, TeamMember, WebhookEndpoint):
         post_save.connect(_changed, sender=model, dispatch_uid=f"config-{model.__name__}-save")
         post_delete.connect(_changed, sender=model, dispatch_uid=f"config-{model.__name__}-del")
     m2m_changed.connect(_changed, sender=ApiKey.agents.through, dispatch_uid="config-key-agents")

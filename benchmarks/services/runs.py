@@ -32,6 +32,7 @@ from agents.kernel.exceptions import Conflict, InvalidRequest
 from agents.models import ApiKey
 from agents.outlet import realtime
 from agents.services.audit import Actor, audit_record
+from agents.services.webhooks import webhook_event_send
 from benchmarks import events
 from benchmarks.models import BenchmarkResult, BenchmarkRun, BenchmarkSuite, RunPart
 
@@ -48,6 +49,17 @@ def setting(name: str, default: float) -> float:
 
 def announce_run(event_name: str, run_id: int) -> None:
     realtime.send_event_on_commit(lambda: events.run_changed(event_name, run_id))
+    if event_name == "run_finished":
+        webhook_event_send(type="run.finished", data=lambda: run_webhook_data(run_id))
+
+
+def run_webhook_data(run_id: int) -> dict[str, Any]:
+    """``run.finished``'s data: the run's ids and outcome (no questions, no answers)."""
+    run = BenchmarkRun.objects.select_related("suite").get(pk=run_id)
+    return {"run_id": run.pk, "kind": run.kind, "status": run.status,
+            "suite": run.suite.name, "suite_id": run.suite_id,
+            "error": run.error[:500] or None,
+            "finished_at": run.finished_at.isoformat() if run.finished_at else None}
 
 
 # ---------------------------------------------------------------------------------------------
