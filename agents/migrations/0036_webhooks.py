@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('agents', '0034_user_usage_days'),
+        ('agents', '0035_conversations'),
     ]
 
     operations = [
