@@ -294,7 +294,15 @@ def test_cancel_a_running_run_from_its_page(page, run_server, bench_suite, make_
     expect()(page.locator("#run-status")).to_have_text("running", timeout=30_000)
     expect()(page.locator("#cancel")).to_be_visible()
     page.click("#cancel")
-    page.click("#confirm-yes")  # it asks first
+    # it asks first, and its two answers cannot be read as one another ("Cancel" beside
+    # "Cancel the run" could)
+    expect()(page.locator("#confirm-yes")).to_have_text("Cancel the run")
+    expect()(page.locator("#confirm-no")).to_have_text("Keep it running")
+    page.click("#confirm-no")
+    expect()(page.locator("#confirm-dialog")).not_to_be_visible()
+    expect()(page.locator("#run-status")).to_have_text("running")
+    page.click("#cancel")
+    page.click("#confirm-yes")
     expect()(page.locator("#run-status")).to_have_text("cancelled", timeout=30_000)
     expect()(page.locator("#cancel-form")).to_be_hidden()
     expect()(page.locator("#run-progress")).to_have_attribute("data-status", "cancelled")

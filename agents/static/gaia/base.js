@@ -159,8 +159,10 @@
   }
 
   /* A destructive action asks first: a form with data-confirm opens this dialog, and is sent
-   * only on "Yes". Resolves true or false. */
-  function confirmAction(text, yes) {
+   * only on "Yes" (data-confirm-yes names it). Its way back says "Cancel" unless
+   * data-confirm-no names it: where the action is itself a cancelling, "Cancel" beside
+   * "Cancel the run" reads as either. Resolves true or false. */
+  function confirmAction(text, yes, no) {
     var dialog = q("#confirm-dialog");
     if (!dialog) {
       dialog = h("dialog", { id: "confirm-dialog", "aria-labelledby": "confirm-text" },
@@ -173,6 +175,7 @@
     }
     q("#confirm-text", dialog).textContent = text;
     q("#confirm-yes", dialog).textContent = yes || "Yes";
+    q("#confirm-no", dialog).textContent = no || "Cancel";
     return new Promise(function (resolve) {
       dialog.addEventListener("close", function closed() {
         dialog.removeEventListener("close", closed);
@@ -190,7 +193,7 @@
     e.preventDefault();
     if (form.dataset.confirm && !form.dataset.confirmed) {
       var submitter = e.submitter;
-      confirmAction(form.dataset.confirm, form.dataset.confirmYes).then(function (yes) {
+      confirmAction(form.dataset.confirm, form.dataset.confirmYes, form.dataset.confirmNo).then(function (yes) {
         if (!yes) return;
         form.dataset.confirmed = "1";
         try { form.requestSubmit(submitter || undefined); } finally { delete form.dataset.confirmed; }

@@ -75,7 +75,7 @@
     if (!form.classList || !form.classList.contains("json-form")) return;
     e.preventDefault();
     if (form.dataset.confirm && !form.dataset.confirmed) {  // a delete asks first
-      G.confirmAction(form.dataset.confirm, form.dataset.confirmYes).then(function (yes) {
+      G.confirmAction(form.dataset.confirm, form.dataset.confirmYes, form.dataset.confirmNo).then(function (yes) {
         if (!yes) return;
         form.dataset.confirmed = "1";
         try { form.requestSubmit(); } finally { delete form.dataset.confirmed; }
