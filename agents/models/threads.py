@@ -6,10 +6,27 @@ import uuid
 from typing import Any
 
 from django.db import models
+from django.db.models import Q
 
 from agents.kernel import llm
 from agents.models.agents import Agent
 from agents.models.keys import ApiKey
+
+# What a turn's error says when something other than its agent stopped it: its client went
+# away, the agent that called it stopped waiting, its server process stopped. Its thread ends
+# ``error`` (the reply is not whole), but the agent did not fail: its state light and its
+# "latest error" leave such turns out (:func:`stopped_from_outside`; issue 43: cancelling a
+# benchmark run turned the agent it used red until its next turn).
+DISCONNECTED_ERROR = "The client disconnected before the reply was complete."
+CALLER_GONE_ERROR = "The calling agent's turn ended before this reply was complete."
+INTERRUPTED_ERROR = ("The turn was interrupted: the server process running it stopped before "
+                     "the reply was complete.")
+
+
+def stopped_from_outside() -> Q:
+    """Threads whose last turn something other than their agent stopped (see above)."""
+    return Q(status="error", last_error__in=(DISCONNECTED_ERROR, CALLER_GONE_ERROR,
+                                             INTERRUPTED_ERROR))
 
 
 class Thread(models.Model):

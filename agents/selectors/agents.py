@@ -12,6 +12,7 @@ from django.db.models import OuterRef, Subquery
 
 from agents.kernel.exceptions import NotFound
 from agents.models import Agent, ApiKey, Thread
+from agents.models.threads import stopped_from_outside
 from agents.selectors.ordering import Ordering
 from agents.selectors.threads import iso
 
@@ -99,8 +100,9 @@ def agent_list_public(*, slug: str | None = None, sort: str | None = None
     ``paused`` (an operator paused it), ``waiting`` (a tool call of its waits for an
     operator's approval, or turns of this process wait for its provider or a thread lease,
     none running), ``processing`` (a thread of its holds a live lease, in any process:
-    ``current_thread`` names one), ``error`` (its latest turn failed), else ``idle``.
-    ``queue_depth`` counts this process's waiting turns (:func:`queue_depth`). ``peers``:
+    ``current_thread`` names one), ``error`` (its latest turn failed, of the turns that
+    ended of their own: one its client, caller or server stopped is left out), else
+    ``idle``. ``queue_depth`` counts this process's waiting turns (:func:`queue_depth`). ``peers``:
     the agents it may call (``agent:<slug>`` tools) and those that may call it. ``sort``: a
     column of :data:`AGENT_ORDERING` (by slug if none)."""
     AGENT_ORDERING.check(sort)
@@ -113,8 +115,10 @@ def agent_list_public(*, slug: str | None = None, sort: str | None = None
     # round trip is a hand-off of the GIL among the site's threads (at c=8 on SQLite the list
     # kept 0.81-0.87 of its c=1 requests/s).
     latest = Thread.objects.filter(agent_id=OuterRef("pk")).order_by("-updated_at")
+    # its light follows the latest turn of its own making (a cancelled run is no failure)
+    own = latest.exclude(stopped_from_outside())
     agents = (Agent.objects.select_related("provider")
-              .annotate(latest_status=Subquery(latest.values("status")[:1]),
+              .annotate(latest_status=Subquery(own.values("status")[:1]),
                         last_activity=Subquery(latest.values("updated_at")[:1]))
               .order_by("slug"))
     if slug is not None:

@@ -15,6 +15,7 @@ from django.db.models.expressions import Expression, RawSQL
 from agents.kernel import llm
 from agents.kernel.exceptions import NotFound
 from agents.models import Agent, AgentMessageTally, ApiKey, Message, Thread, ThreadTally
+from agents.models.threads import stopped_from_outside
 from agents.selectors.ordering import Ordering
 
 THREAD_ORDERING = Ordering(
@@ -356,8 +357,10 @@ def thread_branch_for_response(*, response_id: str, api_key: ApiKey | None
 
 def agent_last_error(*, agent_id: int) -> dict[str, Any] | None:
     """The agent's latest failed thread, if its latest thread failed: what the agent page
-    shows beside the ``error`` state (the thread, when, and what went wrong)."""
-    latest = (Thread.objects.filter(agent_id=agent_id).order_by("-updated_at", "-pk")
+    shows beside the ``error`` state (the thread, when, and what went wrong). A thread some
+    other party stopped (its client gone, its server stopped) is not the agent's failure."""
+    latest = (Thread.objects.filter(agent_id=agent_id).exclude(stopped_from_outside())
+              .order_by("-updated_at", "-pk")
               .values("pk", "status", "last_error", "updated_at").first())
     if latest is None or latest["status"] != Thread.Status.ERROR:
         return None

@@ -12,14 +12,12 @@ from django.db.models import Q
 from django.utils import timezone
 
 from agents.models import Agent, Approval, Message, Thread
+from agents.models.threads import INTERRUPTED_ERROR
 from agents.outlet import events, realtime
 from agents.services.audit import SYSTEM, audit_record
 from agents.services.budgets import budget_holds_release
 from agents.services.digests import digest_chain
 from agents.services.usage import UsageTurn, usage_record
-
-INTERRUPTED_ERROR = ("The turn was interrupted: the server process running it stopped before "
-                     "the reply was complete.")
 
 
 def lease_free(now: Any) -> Q:

@@ -30,6 +30,7 @@ from agents.infra import metrics, tracing
 from agents.infra.database import run_db
 from agents.kernel import llm
 from agents.kernel.exceptions import GaiaError
+from agents.models.threads import CALLER_GONE_ERROR
 from agents.turns import registry, spend
 from agents.turns.reply import Reply, outcome
 
@@ -37,7 +38,7 @@ log = logging.getLogger("gaia.turns")
 
 KILLED = object()  # queued when an operator killed the turn
 INTERRUPTED = object()  # queued when the server stops before the turn has finished
-CALLER_GONE = "The calling agent's turn ended before this reply was complete."
+CALLER_GONE = CALLER_GONE_ERROR
 # How long a stopping turn waits for its backend to wind down (a tool settling its approval,
 # an MCP request being cancelled) before it cancels it again and records the turn anyway.
 STOP_SECONDS = 10.0

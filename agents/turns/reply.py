@@ -11,6 +11,7 @@ from typing import Any
 from agents import services
 from agents.kernel import llm
 from agents.kernel.exceptions import GaiaError, TurnInterrupted, TurnKilled
+from agents.models.threads import DISCONNECTED_ERROR
 from agents.turns import registry
 
 KILLED_ERROR = "An operator stopped this turn."
@@ -133,7 +134,7 @@ def outcome(error: BaseException | None, result: services.TurnResult, *, killed:
             registry.draining() and isinstance(error, asyncio.CancelledError | GeneratorExit)):
         return "interrupted", services.INTERRUPTED_ERROR
     if isinstance(error, asyncio.CancelledError | GeneratorExit):
-        return "client_disconnected", "The client disconnected before the reply was complete."
+        return "client_disconnected", DISCONNECTED_ERROR
     if isinstance(error, GaiaError):
         return "error", error.message
     if error is not None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 
 import httpx
 import pytest
@@ -308,6 +309,17 @@ def test_cancel_a_running_run_from_its_page(page, run_server, bench_suite, make_
     expect()(page.locator("#run-progress")).to_have_attribute("data-status", "cancelled")
     assert int(page.locator("#run-done").text_content()) < 6
     assert wait_run(run_server, key, run["id"])["status"] == "cancelled"
+    # the turn the cancel stopped was no failure of the agent's: its light is not red
+    from agents.models import Thread
+    stopped = Thread.objects.filter(agent__slug="slow-reason").order_by("-updated_at")
+    for _ in range(300):  # the worker records the turn it stopped as it stops
+        if stopped.first().status not in (Thread.Status.ACTIVE, Thread.Status.WAITING):
+            break
+        time.sleep(0.1)
+    assert stopped.first().status != Thread.Status.ACTIVE  # ended: "error", its client gone
+    page.goto(f"{run_server.url}/agents/slow-reason/")
+    expect()(page.locator("#agent-state")).not_to_have_text("error")
+    expect()(page.locator("#agent-error")).to_be_hidden()
 
 
 def test_compare_page_draws_the_charts(page, run_server, bench_suite, make_key):
