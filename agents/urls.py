@@ -3,7 +3,7 @@
 from django.urls import path, re_path
 
 from agents import apis
-from agents.apis import console, organism, spend, tools, usage
+from agents.apis import console, organism, schedules, spend, tools, usage
 
 app_name = "operator"
 
@@ -46,5 +46,9 @@ urlpatterns = [
     path("budgets/<int:budget_id>", spend.BudgetDetailApi.as_view(), name="budget-detail"),
     path("prices", spend.PriceListApi.as_view(), name="price-list"),
     path("usage", usage.UsageApi.as_view(), name="usage"),
+    path("schedules", schedules.ScheduleListApi.as_view(), name="schedule-list"),
+    # str, not int: an id that is no number is an unknown schedule (404), not another route's
+    path("schedules/<str:schedule_id>", schedules.ScheduleDetailApi.as_view(),
+         name="schedule-detail"),
     re_path(r"^[\s\S]*$", apis.ApiNotFoundApi.as_view()),
 ]

@@ -34,6 +34,9 @@ class AuditEvent(models.Model):
         BUDGET_CREATE = "budget_create"
         BUDGET_UPDATE = "budget_update"
         BUDGET_DELETE = "budget_delete"
+        SCHEDULE_CREATE = "schedule_create"
+        SCHEDULE_UPDATE = "schedule_update"
+        SCHEDULE_DELETE = "schedule_delete"
 
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     actor = models.CharField(max_length=320, help_text="user:<name> or key:<name> (<prefix>).")

@@ -91,6 +91,12 @@ from agents.selectors.memory import (
     memory_scope,
     memory_search,
 )
+from agents.selectors.schedules import (
+    SCHEDULE_ORDERING,
+    schedule_get,
+    schedule_list,
+    schedule_public,
+)
 from agents.selectors.threads import (
     THREAD_ORDERING,
     agent_last_error,
@@ -120,6 +126,10 @@ from agents.selectors.usage import (
 )
 
 __all__ = [
+    "SCHEDULE_ORDERING",
+    "schedule_get",
+    "schedule_list",
+    "schedule_public",
     "thread_admin_search",
     "thread_matches",
     "thread_history",

@@ -98,6 +98,19 @@ from agents.services.providers import (
     provider_secrets_kept,
 )
 from agents.services.replies import thread_reply_checkpoint
+from agents.services.schedules import (
+    ScheduleTarget,
+    cron_parse,
+    schedule_delete,
+    schedule_failed_signal,
+    schedule_replay_start,
+    schedule_run_finish,
+    schedule_save,
+    schedule_target_register,
+    schedule_tick,
+    schedule_tick_claim,
+    timezone_parse,
+)
 from agents.services.threads import (
     FAILED_FINISHES,
     TurnStart,
@@ -124,6 +137,17 @@ from agents.services.usage import (
 )
 
 __all__ = [
+    "ScheduleTarget",
+    "cron_parse",
+    "schedule_delete",
+    "schedule_failed_signal",
+    "schedule_replay_start",
+    "schedule_run_finish",
+    "schedule_save",
+    "schedule_target_register",
+    "schedule_tick",
+    "schedule_tick_claim",
+    "timezone_parse",
     "AGENT_FIELDS",
     "AGENT_PAUSED_RETRY_AFTER",
     "BATCH",
