@@ -5,6 +5,7 @@ services: :mod:`agents.services.tasks`; these start turns, which services may no
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime
 
 from celery import shared_task
@@ -15,6 +16,7 @@ from agents.infra.background import background_dispatch
 from agents.models import Schedule
 
 RUN_TIME_LIMIT = 3600 + 120  # a turn waits at most an hour for its first event
+log = logging.getLogger("gaia.schedules")
 
 
 @shared_task(name="agents.schedule_fire", ignore_result=True, acks_late=False)
@@ -28,7 +30,10 @@ def schedule_fire_task(schedule_id: int, tick: str | None = None) -> bool:
     at = (datetime.fromisoformat(tick) if tick
           else services.schedule_tick(cron=row["cron"], timezone=row["timezone"],
                                       now=dj_timezone.now()))
-    if at is None or not services.schedule_tick_claim(schedule_id=schedule_id, tick=at):
+    claimed = at is not None and services.schedule_tick_claim(schedule_id=schedule_id, tick=at)
+    log.info("schedule %s tick %s: %s", schedule_id, at.isoformat() if at else None,
+             "claimed" if claimed else "claimed already (or disabled)")
+    if not claimed:
         return False
     try:
         background_dispatch("agents.schedule_run", schedule_id, queue="schedules",

@@ -34,6 +34,9 @@ def embedded_beat_start() -> Any:
 
             from gaia_site.celery import app
 
+            # Its tasks known here (a web process imports them on first need), so that a
+            # firing runs in this process rather than going to a broker nobody reads.
+            app.loader.import_default_modules()
             _service = EmbeddedService(app, thread=True, scheduler_cls=SCHEDULER,
                                        max_interval=5)
             _service.daemon = True

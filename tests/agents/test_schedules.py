@@ -203,3 +203,24 @@ def test_a_failed_run_is_recorded_and_announced(make_agent: Any, monkeypatch: An
     schedule.refresh_from_db()
     assert "deleted" in schedule.last_error
     assert [e["agent"] for e in heard if e["event"] == "schedule_failed"] == ["echo", None]
+
+
+def test_the_admin_makes_schedules_by_the_apis_rules(django_user_model: Any,
+                                                     make_agent: Any) -> None:
+    from django.test import Client
+    from django.urls import reverse
+
+    agent = make_agent(slug="echo")
+    boss = django_user_model.objects.create_superuser("boss", password="pw-12345678")
+    client = Client()
+    client.force_login(boss)
+    url = reverse("admin:agents_schedule_add")
+    form = {"name": "from-admin", "enabled": "on", "cron": "0 * * * *", "timezone": "UTC",
+            "kind": "agent", "agent": agent.pk, "prompt": "Hourly.", "thread_mode": "new",
+            "suite": "", "targets": "[]"}
+    page = client.post(url, {**form, "cron": "61 * * * *"})
+    assert page.status_code == 200 and b"does not parse" in page.content
+    assert client.post(url, form).status_code == 302
+    schedule = Schedule.objects.get()
+    assert PeriodicTask.objects.get().args == f"[{schedule.pk}]"
+    assert AuditEvent.objects.get().action == "schedule_create"
