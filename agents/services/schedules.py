@@ -70,6 +70,11 @@ def cron_parse(expression: str) -> crontab:
         raise InvalidRequest("cron: five fields (minute hour day-of-month month day-of-week), "
                              f"got {len(fields)}.", param="cron", code="invalid_cron")
     minute, hour, dom, month, dow = fields
+    for name, value in zip(("minute", "hour", "day_of_month", "month_of_year", "day_of_week"),
+                           fields, strict=True):
+        if len(value) > CrontabSchedule._meta.get_field(name).max_length:
+            raise InvalidRequest(f"cron: the {name.replace('_', ' ')} field is too long.",
+                                 param="cron", code="invalid_cron")
     try:
         return crontab(minute=minute, hour=hour, day_of_month=dom, month_of_year=month,
                        day_of_week=dow)
