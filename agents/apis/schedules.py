@@ -68,10 +68,12 @@ class ScheduleUpdateInput(ScheduleInput):
 
 
 def _fields(data: dict) -> dict:
+    """The service's fields; the kind is what the body names: a suite (a replay) or an agent
+    (unnamed: unchanged, or an agent's for a new schedule)."""
     fields = dict(data)
-    if "suite" in fields or "targets" in fields:
-        fields["kind"] = Schedule.Kind.REPLAY if fields.get("suite") else Schedule.Kind.AGENT
-    elif "agent" in fields or "prompt" in fields:
+    if "suite" in fields:
+        fields["kind"] = Schedule.Kind.REPLAY if fields["suite"] else Schedule.Kind.AGENT
+    elif fields.get("agent"):
         fields["kind"] = Schedule.Kind.AGENT
     return fields
 

@@ -171,6 +171,11 @@ def schedule_save(*, schedule: Schedule | None, fields: dict[str, Any], actor: A
     creating = schedule is None
     s = schedule or Schedule()
     before = {f: getattr(s, "agent_id" if f == "agent" else f) for f in SCHEDULE_FIELDS}
+    if not creating and fields.get("kind", s.kind) != s.kind:
+        # a schedule turned into the other kind leaves the old kind's target behind
+        others = ({"agent": None, "prompt": ""} if fields["kind"] != Schedule.Kind.AGENT
+                  else {"suite": "", "targets": []})
+        fields = {**others, **fields}
     for name, value in fields.items():
         if name == "agent":
             s.agent = _agent_named(value) if value not in (None, "") else None

@@ -50,3 +50,12 @@ def test_a_replay_schedule_queues_a_run_of_its_suite_each_tick(django_user_model
     assert (run.kind, run.suite.name, run.agents, run.status) == (
         "replay", "capitals", ["echo"], "queued")
     assert staff.get(f"/api/v1/schedules/{schedule_id}").json()["last_run_id"] == run.pk
+    r = staff.patch(f"/api/v1/schedules/{schedule_id}", {"targets": ["echo", "auto"]},
+                    format="json")
+    assert (r.status_code, r.json()["kind"], r.json()["targets"]) == (
+        200, "replay", ["echo", "auto"]), r.content
+    # turned into an agent's schedule: the suite and targets go
+    r = staff.patch(f"/api/v1/schedules/{schedule_id}", {"agent": "echo", "prompt": "Hi."},
+                    format="json")
+    assert r.status_code == 200, r.content
+    assert (r.json()["kind"], r.json()["suite"], r.json()["targets"]) == ("agent", None, [])
