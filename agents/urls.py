@@ -3,7 +3,7 @@
 from django.urls import path, re_path
 
 from agents import apis
-from agents.apis import console, organism, spend, tools, usage, webhooks
+from agents.apis import console, organism, schedules, spend, tools, usage, webhooks
 
 app_name = "operator"
 
@@ -55,5 +55,9 @@ urlpatterns = [
          webhooks.WebhookDeliveryDetailApi.as_view(), name="webhook-delivery"),
     path("webhooks/<str:endpoint_id>/deliveries/<str:delivery_id>/redeliver",
          webhooks.WebhookRedeliverApi.as_view(), name="webhook-redeliver"),
+    path("schedules", schedules.ScheduleListApi.as_view(), name="schedule-list"),
+    # str, not int: an id that is no number is an unknown schedule (404), not another route's
+    path("schedules/<str:schedule_id>", schedules.ScheduleDetailApi.as_view(),
+         name="schedule-detail"),
     re_path(r"^[\s\S]*$", apis.ApiNotFoundApi.as_view()),
 ]

@@ -178,3 +178,8 @@ gc.freeze()
 from benchmarks.worker import embedded_start  # noqa: E402
 
 embedded_start()
+
+# Without REDIS_URL this process also fires schedules (a Celery beat on a thread of its own).
+from gaia_site.beat import embedded_beat_start  # noqa: E402
+
+embedded_beat_start()

@@ -69,6 +69,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "channels",
+    "django_celery_beat",
     "agents",
     "openai_api",
     "a2a_api",
@@ -195,6 +196,11 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 6 * 3600}
 CELERY_TASK_TIME_LIMIT = 4 * 3600
+# Schedules (agents/services/schedules.py): Celery beat reads them from the database
+# (`celery -A gaia_site beat`); without REDIS_URL the server runs a beat in a thread of its
+# own (GAIA_EMBEDDED_BEAT=0: none, another process beats).
+CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+GAIA_EMBEDDED_BEAT = env.bool("GAIA_EMBEDDED_BEAT", default=True)
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},

@@ -23,3 +23,8 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # A file (not :memory:) so the live server process of the tests shares it; one per
     # pytest process so two runs never collide.
     DATABASES["default"]["TEST"] = {"NAME": str(DATA_DIR / f"test-{os.getpid()}.sqlite3")}
+
+# The test process fires no schedules (it imports gaia_site.asgi for its in-process clients):
+# the beats are the processes the schedule tests start, or a server started with
+# GAIA_EMBEDDED_BEAT=1 (tests/conftest.py's start_gaia says 0 unless a test asks).
+GAIA_EMBEDDED_BEAT = os.environ.get("GAIA_EMBEDDED_BEAT", "0") == "1"

@@ -96,6 +96,8 @@ def start_gaia(tmp_dir: Path, env: dict[str, str] | None = None, *, server: str 
         "GAIA_KEEPALIVE_SECONDS": "15",
         # Benchmark runs queued by tests are executed by the tests' own workers.
         "GAIA_EMBEDDED_WORKER": "0",
+        # Schedules are fired by the beats the schedule tests start (or a server that asks).
+        "GAIA_EMBEDDED_BEAT": "0",
         # Stale runs and workers are left to the tests that make them (a check an hour), unless
         # a test asks; a server with an embedded worker beats for it as ./run does.
         "GAIA_BENCH_REAP_SECONDS": "10" if (env or {}).get("GAIA_EMBEDDED_WORKER") == "1"

@@ -443,5 +443,6 @@ class ApprovalAdmin(admin.ModelAdmin):
 
 
 # MCP servers' and A2A agents' pages, registered by importing them
+from agents.admin.schedules import ScheduleForm  # noqa: E402, F401
 from agents.admin.spend import BudgetForm  # noqa: E402, F401
 from agents.admin.tools import A2aAgentForm, McpServerForm  # noqa: E402, F401

@@ -39,6 +39,9 @@ from agents.models.knowledge import (
 from agents.models.memory import (
     Memory,
 )
+from agents.models.schedules import (
+    Schedule,
+)
 from agents.models.spend import (
     Budget,
     ModelPrice,
@@ -75,6 +78,7 @@ __all__ = [
     "AuditEvent",
     "Budget",
     "ModelPrice",
+    "Schedule",
     "Approval",
     "BUILTIN_TOOLS",
     "ConfigStamp",

@@ -38,6 +38,9 @@ class AuditEvent(models.Model):
         WEBHOOK_UPDATE = "webhook_update"
         WEBHOOK_DELETE = "webhook_delete"
         WEBHOOK_REDELIVER = "webhook_redeliver"
+        SCHEDULE_CREATE = "schedule_create"
+        SCHEDULE_UPDATE = "schedule_update"
+        SCHEDULE_DELETE = "schedule_delete"
 
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     actor = models.CharField(max_length=320, help_text="user:<name> or key:<name> (<prefix>).")

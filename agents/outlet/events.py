@@ -232,3 +232,22 @@ def budget_signal(kind: str, *, rule: Any, spent: int, period_start: Any) -> dic
                           unit=rule.unit, limit=rule.amount_public(rule.limit),
                           spent=rule.amount_public(spent), period_start=period_start,
                           agent=rule.agent_slug or None)
+
+
+# -- schedules -----------------------------------------------------------------------------
+
+realtime.event_types_declare({
+    # a schedule's run failed (agent paused or gone, provider down...): what it recorded
+    "schedule_failed": ("schedule", "schedule_id", "kind", "agent", "error", "tick",
+                        "thread_id", "run_id"),
+})
+
+
+def schedule_failed(schedule: Any, *, error: str) -> dict[str, Any]:
+    """``schedule`` (:class:`agents.models.Schedule`) failed its run with ``error``."""
+    tick = schedule.last_fired_for
+    return realtime.event("schedule_failed", schedule=schedule.name, schedule_id=schedule.pk,
+                          kind=schedule.kind, agent=schedule.agent.slug if schedule.agent
+                          else None, error=error, tick=tick.isoformat() if tick else None,
+                          thread_id=str(schedule.thread_id) if schedule.thread_id else None,
+                          run_id=schedule.last_run_id)

@@ -97,6 +97,12 @@ from agents.selectors.memory import (
     memory_scope,
     memory_search,
 )
+from agents.selectors.schedules import (
+    SCHEDULE_ORDERING,
+    schedule_get,
+    schedule_list,
+    schedule_public,
+)
 from agents.selectors.threads import (
     THREAD_ORDERING,
     agent_last_error,
@@ -141,6 +147,10 @@ __all__ = [
     "conversation_message_get",
     "conversation_message_page",
     "conversation_messages",
+    "SCHEDULE_ORDERING",
+    "schedule_get",
+    "schedule_list",
+    "schedule_public",
     "thread_admin_search",
     "thread_matches",
     "thread_history",

@@ -106,6 +106,19 @@ from agents.services.providers import (
     provider_secrets_kept,
 )
 from agents.services.replies import thread_reply_checkpoint
+from agents.services.schedules import (
+    ScheduleTarget,
+    cron_parse,
+    schedule_delete,
+    schedule_failed_signal,
+    schedule_replay_start,
+    schedule_run_finish,
+    schedule_save,
+    schedule_target_register,
+    schedule_tick,
+    schedule_tick_claim,
+    timezone_parse,
+)
 from agents.services.threads import (
     FAILED_FINISHES,
     TurnStart,
@@ -151,6 +164,17 @@ __all__ = [
     "conversation_items_add",
     "conversation_turn_thread",
     "conversation_update",
+    "ScheduleTarget",
+    "cron_parse",
+    "schedule_delete",
+    "schedule_failed_signal",
+    "schedule_replay_start",
+    "schedule_run_finish",
+    "schedule_save",
+    "schedule_target_register",
+    "schedule_tick",
+    "schedule_tick_claim",
+    "timezone_parse",
     "AGENT_FIELDS",
     "AGENT_PAUSED_RETRY_AFTER",
     "BATCH",

@@ -36,6 +36,7 @@ from agents.turns.door import (
     turn_ask,
     turn_open,
     turn_replay,
+    turn_scheduled,
 )
 from agents.turns.embed import Embedded, embeddings_create
 from agents.turns.ending import as_gaia_error
@@ -59,6 +60,7 @@ from agents.turns.registry import (
     thread_kill_local,
 )
 from agents.turns.runtime import KEEPALIVE
+from agents.turns.scheduled import schedule_run
 from agents.turns.spec import TurnLike, TurnSpec
 
 __all__ = [
@@ -99,4 +101,6 @@ __all__ = [
     "turn_inject",
     "turn_open",
     "turn_replay",
+    "turn_scheduled",
+    "schedule_run",
 ]

@@ -285,3 +285,44 @@ async def _replay(*, target: str, messages: list[llm.Message], system: str,
     return Answer(result.text, turn.usage, str(turn.thread_id), result.finish_reason,
                   agent=turn.model, ttft_ms=result.ttft_ms, latency_ms=result.latency_ms,
                   tool_calls=len(result.tool_steps), error=result.error)
+
+
+# -- schedules ------------------------------------------------------------------------------
+
+
+async def turn_scheduled(*, agent: str, prompt: str, schedule: str, session_key: str,
+                         thread_id: str | None = None) -> Answer:
+    """Have ``agent`` answer ``prompt`` for the schedule named ``schedule``, as a client's
+    turn would (its thread, the feed, kill, budgets), with no request: in thread
+    ``thread_id`` (a new turn of the schedule's one thread) or a new thread of
+    ``session_key``; its messages' channel (dialect) is ``schedule``.
+
+    Raises like a turn: :class:`OrganismStopped`, :class:`AgentNotFound`,
+    :class:`AgentPaused`, a busy thread's or the provider's errors. Runs on the server's loop
+    when there is one (a single-process server's embedded worker), as :func:`turn_replay`."""
+    serving = realtime.serving_loop()
+    coro = _scheduled(agent=agent, prompt=prompt, schedule=schedule, session_key=session_key,
+                      thread_id=thread_id)
+    if serving is not None and serving is not asyncio.get_running_loop():
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, serving))
+    return await coro
+
+
+async def _scheduled(*, agent: str, prompt: str, schedule: str, session_key: str,
+                     thread_id: str | None) -> Answer:
+    await _organism_running_check()
+    _, found = await run_db(services.request_authorize, raw_key=None, anonymous_allowed=True,
+                            agent_slug=agent)
+    request = llm.LLMRequest(model=agent, system="", messages=[
+        llm.Message(role="user", parts=(llm.TextPart(prompt),))])
+    spec = TurnSpec(agent=found, api_key=None, request=request, dialect="schedule",
+                    response_id=f"sched-{uuid.uuid4().hex[:24]}", thread_id=thread_id,
+                    session_key=None if thread_id else session_key, user=f"schedule {schedule}",
+                    title=f"{schedule}: {thread_title(request.messages)}"[:200],
+                    store_first=True, lease_wait=0, sender=f"schedule {schedule}")
+    turn = Turn(spec)
+    await turn.open()
+    result = await turn.collect(await turn.first(wait=3600))
+    return Answer(result.text, turn.usage, str(turn.thread_id), result.finish_reason,
+                  agent=turn.model, ttft_ms=result.ttft_ms, latency_ms=result.latency_ms,
+                  tool_calls=len(result.tool_steps), error=result.error)
