@@ -66,6 +66,16 @@ def page(browser: Any, gaia_server: Any, staff_user: Any) -> Iterator[Any]:
     assert not errors, f"JavaScript errors on the page: {errors}"
 
 
+RAW_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d")
+
+
+def no_raw_times(page: Any) -> None:
+    """The page's text shows no ISO time as it came from the API ("2026-11-29T10:14:…"): the
+    console writes times as people read them ("3 min ago", the full time on hover)."""
+    text = page.locator("main").inner_text()
+    assert not RAW_TIME.search(text), RAW_TIME.findall(text)
+
+
 def screenshot(page: Any, name: str) -> Path:
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     path = SCREENSHOTS / f"{name}.png"

@@ -11,7 +11,7 @@ import time
 import httpx
 import pytest
 
-from tests.pages.conftest import screenshot
+from tests.pages.conftest import no_raw_times, screenshot
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -279,6 +279,7 @@ def test_run_list_bars_fill_live(page, run_server, bench_suite, make_key):
     expect()(row.locator(".progress")).to_have_attribute("aria-valuenow", "100",
                                                          timeout=90_000)
     expect()(row.locator(".run-status")).to_have_text("succeeded", timeout=30_000)
+    no_raw_times(page)  # "Queued": "just now", not the API's ISO time
     page.goto(run_server.url + "/")  # the dashboard's recent runs
     expect()(page.locator(f'#recent-runs tr[data-run="{run["id"]}"] .progress')
              ).to_have_attribute("aria-valuenow", "100")
@@ -307,6 +308,8 @@ def test_cancel_a_running_run_from_its_page(page, run_server, bench_suite, make_
     expect()(page.locator("#run-status")).to_have_text("cancelled", timeout=30_000)
     expect()(page.locator("#cancel-form")).to_be_hidden()
     expect()(page.locator("#run-progress")).to_have_attribute("data-status", "cancelled")
+    expect()(page.locator("#run-config time").first).to_be_visible()  # its times read as times
+    no_raw_times(page)
     assert int(page.locator("#run-done").text_content()) < 6
     assert wait_run(run_server, key, run["id"])["status"] == "cancelled"
     # the turn the cancel stopped was no failure of the agent's: its light is not red

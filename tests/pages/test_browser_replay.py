@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.pages.conftest import screenshot
+from tests.pages.conftest import no_raw_times, screenshot
 from tests.pages.conversations import support_threads
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -161,6 +161,8 @@ def test_replay_from_the_page_watched_diffed_trended_and_compared(
                                                               timeout=RUN_WAIT)
     expect()(page.locator("#run-status")).to_have_text("succeeded", timeout=RUN_WAIT)
     expect()(page.locator("#run-done")).to_have_text("8")
+    expect()(page.locator("#run-finished time")).to_be_visible()  # "just now", not ISO
+    no_raw_times(page)
     expect()(page.locator("#cancel-form")).to_be_hidden()
     expect()(page.locator("#resume-form")).to_be_hidden()
     adder = page.locator('#summary-rows tr[data-agent="adder"]')
@@ -232,6 +234,7 @@ def test_replay_from_the_page_watched_diffed_trended_and_compared(
     ys = points.evaluate_all("ps => ps.map(p => Number(p.getAttribute('cy')))")
     assert ys[1] < ys[0]  # higher on the chart: the parrot got better
     expect()(page.locator("#suite-runs tbody tr")).to_have_count(2)
+    no_raw_times(page)
     screenshot(page, "replay-trend")
 
     # the runs list says what each run is; the compare page has a column per target

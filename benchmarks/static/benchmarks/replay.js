@@ -77,8 +77,8 @@
     if (run.queue) queue = run.queue;  // the detail has it; feed events do not
     G.bench.renderNotes(run.notes);
     renderProgress({ status: run.status, questions_done: run.progress.questions_done, questions_total: run.progress.questions_total });
-    q("#run-started").textContent = run.started_at || "–";
-    q("#run-finished").textContent = run.finished_at || "–";
+    q("#run-started").replaceChildren(G.timeNode(run.started_at));
+    q("#run-finished").replaceChildren(G.timeNode(run.finished_at));
     var err = q("#run-error");
     err.textContent = run.error || "";
     show(err, !!run.error);

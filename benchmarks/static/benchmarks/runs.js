@@ -87,7 +87,7 @@
       h("td", { "class": "run-status" }, badge(run.status)),
       h("td", { "class": "run-progress" }, progressNode(runDone(run), runTotal(run), run.status)),
       h("td", { "class": "run-scores", text: scoresText(run) }),
-      h("td", { text: run.queued_at || run.created_at || "" }));
+      h("td", null, G.timeNode(run.queued_at || run.created_at)));
   }
 
   // ------------------------------------------------------------------------------------------
@@ -222,6 +222,7 @@
     renderProgress({ status: run.status, questions_done: runDone(run), questions_total: runTotal(run),
                      packets: prog.packets, bytes: prog.bytes });
     var s = summaryOf(run);
+    var TIMES = ["Queued", "Started", "Finished"];
     var pairs = [["Suite", runSuite(run)], ["Protocol", run.protocol], ["Questions", selectionText(run.selection)],
                  ["Tools", toolsText(run.tools)], ["Quality label", run.quality_label],
                  ["Timeout per question (s)", run.question_timeout_s], ["Time limit (s)", run.time_limit_s],
@@ -232,7 +233,11 @@
     }
     var cfg = q("#run-config");
     cfg.replaceChildren.apply(cfg, [].concat.apply([], pairs.filter(function (p) { return p[1] !== undefined && p[1] !== null && p[1] !== ""; })
-      .map(function (p) { return [h("dt", { text: p[0] }), h("dd", { text: String(p[1]) })]; })));
+      .map(function (p) {
+        // times read as the rest of the console's ("3 min ago", the full time on hover)
+        var when = TIMES.indexOf(p[0]) >= 0;
+        return [h("dt", { text: p[0] }), when ? h("dd", null, G.timeNode(p[1])) : h("dd", { text: String(p[1]) })];
+      })));
     var err = q("#run-error");
     err.textContent = run.error || "";
     show(err, !!run.error);

@@ -117,7 +117,7 @@
         h("tbody", null, points.map(function (p) {
           var key = p.judge ? "judge_score" : "similarity";
           return h("tr", { "data-run": p.run_id }, h("td", null, h("a", { href: "/runs/" + encodeURIComponent(p.run_id) + "/", text: "#" + p.run_id })),
-            h("td", { "class": "num", text: "v" + p.version }), h("td", { text: p.finished_at || "" }), h("td", { text: p.judge || "–" }),
+            h("td", { "class": "num", text: "v" + p.version }), h("td", null, G.timeNode(p.finished_at)), h("td", { text: p.judge || "–" }),
             targets.map(function (t) { var a = (p.agents || {})[t]; return h("td", { "class": "num", title: key, text: a ? fixed(a[key]) : "" }); }));
         })));
       box.replaceChildren(h("div", { "class": "trend-charts" }, charts),
