@@ -50,8 +50,13 @@ def audit_actor_of_request(request: Any, *, channel: str = "rest") -> Actor:
     the client's word, not a fact."""
     auth = getattr(request, "auth", None)
     meta = getattr(getattr(request, "_request", request), "META", {})
-    return audit_actor(user=getattr(request, "user", None),
-                       api_key=auth if isinstance(auth, ApiKey) else None,
+    key = auth if isinstance(auth, ApiKey) else None
+    if channel == "rest" and key is None and meta.get("HTTP_X_GAIA_CHANNEL") == "page":
+        # The console's pages call the API with the staff session (their fetch says so):
+        # their actions are the trail's ``page`` ones. A key's call is a script's, whatever
+        # it says.
+        channel = "page"
+    return audit_actor(user=getattr(request, "user", None), api_key=key,
                        channel=channel, ip=meta.get("REMOTE_ADDR"))
 
 

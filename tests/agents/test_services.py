@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+
 import pytest
 import yaml
 
@@ -256,3 +258,16 @@ def test_a_turns_end_takes_the_callers_word_for_the_agents_other_work(
                                        dialect="chat", busy_with="elsewhere"))
     assert (state["state"], state["current_thread"]) == ("processing", "elsewhere")
     assert not any("lock_expires_at\" >" in q["sql"] for q in queries.captured_queries)
+
+
+def test_the_development_key_setup_makes_is_in_the_audit_trail():
+    """``./run``'s first start makes a key from the command line: the trail says so, as it
+    does for ``gaia keys create`` (issue 43: keys made from the CLI were missing)."""
+    from django.core.management import call_command
+
+    from agents.models import ApiKey, AuditEvent
+
+    call_command("gaia_setup", stdout=io.StringIO())
+    key = ApiKey.objects.get(name="development")
+    (event,) = AuditEvent.objects.filter(action="key_create")
+    assert (event.target, event.actor, event.channel) == (f"key:{key.prefix}", "cli", "cli")

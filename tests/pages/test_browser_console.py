@@ -91,6 +91,10 @@ def test_a_key_made_copied_used_and_revoked_with_a_confirmation(page: Any, gaia_
     expect()(rows.nth(1)).to_contain_text("key_create")
     expect()(rows.nth(0)).to_contain_text("user:operator")
     assert secret not in page.content()
+    from agents.models import AuditEvent  # made on the console's pages: said so
+
+    assert sorted(AuditEvent.objects.values_list("action", "channel")) == [
+        ("key_create", "page"), ("key_revoke", "page")]
 
 
 def test_a_keys_trust_across_keys_is_shown_set_and_cleared(page: Any) -> None:

@@ -5,7 +5,7 @@ import yaml
 from django.core.management.base import BaseCommand, CommandParser
 
 from agents.models import ApiKey
-from agents.services import agents_import, api_key_create
+from agents.services import Actor, agents_import, api_key_create
 
 DEFAULTS = Path(__file__).resolve().parents[2] / "defaults.yaml"
 
@@ -30,6 +30,7 @@ class Command(BaseCommand):
                 "shown then). New one: .venv/bin/gaia keys create --name NAME"
             )
             return
-        key, secret = api_key_create(name="development")
+        key, secret = api_key_create(name="development",  # audited, as `gaia keys create` is
+                                     actor=Actor(label="cli", channel="cli"))
         self.stdout.write("")
         self.stdout.write(f"Development API key (shown once, keep it): {secret}")

@@ -69,7 +69,9 @@
   /* A call of the REST API; ``payload`` goes as JSON, or as it is with ``contentType``. */
   function api(method, path, payload, contentType) {
     var init = { method: method, credentials: "same-origin",
-                 headers: { "Accept": "application/json", "X-CSRFToken": csrf() } };
+                 headers: { "Accept": "application/json", "X-CSRFToken": csrf(),
+                            // the audit trail says an action came from the console's pages
+                            "X-Gaia-Channel": "page" } };
     if (payload !== undefined) {
       init.headers["Content-Type"] = contentType || "application/json";
       init.body = contentType ? payload : JSON.stringify(payload);
