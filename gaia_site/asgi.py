@@ -178,3 +178,8 @@ gc.freeze()
 from benchmarks.worker import embedded_start  # noqa: E402
 
 embedded_start()
+
+# ... and background responses (POST /v1/responses with "background": true).
+from openai_api.background_run import embedded_start as background_embedded_start  # noqa: E402
+
+background_embedded_start()
