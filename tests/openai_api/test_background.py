@@ -233,3 +233,29 @@ def test_background_worker_that_died_is_queued_again_and_runs(client, make_agent
     failed = own.responses.retrieve("resp_orphan2")
     assert failed.status == "failed"
     assert "worker stopped" in failed.error.message
+
+
+def test_background_turn_outlives_its_web_process(client, make_agent, api_key,
+                                                  gaia_server_factory):
+    """The web process that took the request dies (SIGKILL) while the turn runs: with Celery
+    the worker goes on; with the embedded worker the next web process's stale check queues
+    the response again and runs it. Either way the client gets its answer."""
+    make_agent(slug="long", provider__options={"reply": WORDS, "delay_ms": 60})
+    env = {"GAIA_BACKGROUND_STALE_SECONDS": "2"}
+    first = gaia_server_factory(**env)
+    via_first = openai.OpenAI(base_url=first.v1, api_key=api_key, max_retries=0, timeout=30)
+    created = via_first.responses.create(model="long", input="go", background=True)
+    wait_for(lambda: BackgroundResponse.objects.filter(pk=created.id, thread__isnull=False)
+             .exists(), "the turn started")
+    first.process.kill()
+    first.process.wait(10)
+
+    second = gaia_server_factory(**env)
+    via_second = openai.OpenAI(base_url=second.v1, api_key=api_key, max_retries=0, timeout=30)
+    final = wait_for(lambda: (r := via_second.responses.retrieve(created.id)).status
+                     in ("completed", "failed") and r, "the response ended", within=90)
+    assert final.status == "completed"
+    assert final.output_text == WORDS
+    # the Celery worker never stopped; the embedded one died with its process and ran again
+    row = BackgroundResponse.objects.get(pk=created.id)
+    assert row.attempts == (1 if os.environ.get("REDIS_URL") else 2)
