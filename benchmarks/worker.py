@@ -30,6 +30,7 @@ from collections.abc import Callable
 from django.conf import settings
 from django.db import close_old_connections
 
+from agents import services
 from agents.infra.background import EmbeddedWorker, embedded_worker
 from benchmarks import queue
 from benchmarks.models import BenchmarkRun, QueueWorker
@@ -55,6 +56,8 @@ def recover_stale_once(beat: Beat = None) -> list[int]:
         if beat is not None:
             queue.queue_worker_beat(name=beat[0], kind=beat[1])
         queue.queue_workers_reap()
+        # background responses (/v1/responses) whose worker died: queued again
+        services.background_responses_recover_stale()
         return benchmark_run_recover_stale()
     except Exception:  # the database is away for a moment: try again next time
         log.warning("stale-run check failed", exc_info=True)

@@ -183,3 +183,9 @@ embedded_start()
 from gaia_site.beat import embedded_beat_start  # noqa: E402
 
 embedded_beat_start()
+
+# Without REDIS_URL this process also runs background responses (POST /v1/responses with
+# "background": true).
+from openai_api.background_run import embedded_start as background_embedded_start  # noqa: E402
+
+background_embedded_start()

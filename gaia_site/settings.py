@@ -330,6 +330,15 @@ GAIA_BENCH_HEARTBEAT_SECONDS = env.float("GAIA_BENCH_HEARTBEAT_SECONDS", default
 GAIA_BENCH_STALE_SECONDS = env.float("GAIA_BENCH_STALE_SECONDS", default=30.0)
 GAIA_BENCH_REAP_SECONDS = env.float("GAIA_BENCH_REAP_SECONDS", default=10.0)
 GAIA_BENCH_MAX_ATTEMPTS = env.int("GAIA_BENCH_MAX_ATTEMPTS", default=2)
+# Background responses (openai_api/background_run.py): run by Celery, or without REDIS_URL by
+# the server's own thread; a response whose worker stops beating is queued again (or failed
+# after its last attempt) by the same periodic check as benchmark runs.
+GAIA_BACKGROUND_EMBEDDED = env.bool("GAIA_BACKGROUND_EMBEDDED", default=True)
+GAIA_BACKGROUND_HEARTBEAT_SECONDS = env.float("GAIA_BACKGROUND_HEARTBEAT_SECONDS", default=1.0)
+GAIA_BACKGROUND_STALE_SECONDS = env.float("GAIA_BACKGROUND_STALE_SECONDS", default=30.0)
+GAIA_BACKGROUND_MAX_ATTEMPTS = env.int("GAIA_BACKGROUND_MAX_ATTEMPTS", default=2)
+GAIA_BACKGROUND_MAX_EVENTS = env.int("GAIA_BACKGROUND_MAX_EVENTS", default=20000)
+GAIA_BACKGROUND_EVENTS_TTL = env.int("GAIA_BACKGROUND_EVENTS_TTL", default=86400)
 # The live feed (/ws): events queued per socket before it is "lagged", and how long a socket
 # without a key or session may take to send its {"cmd": "auth"} message.
 GAIA_FEED_QUEUE_MAX = env.int("GAIA_FEED_QUEUE_MAX", default=1000)

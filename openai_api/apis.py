@@ -32,6 +32,7 @@ from agents.kernel.exceptions import (
     PayloadTooLarge,
 )
 from agents.models import ApiKey
+from openai_api import background
 from openai_api.dialects import embeddings, messages, responses
 from openai_api.dialects.base import Dialect
 from openai_api.dialects.common import parse_json
@@ -204,6 +205,11 @@ class ModelCreateApi(V1View):
         canonical.user, session_key = client_identity(
             user=canonical.user or user_from_headers(request.headers),
             headers=request.headers, session_key=session_key)
+        if getattr(parsed.body, "background", None):  # the Responses API's: a worker runs it
+            return await background.response_create(
+                data=data, parsed=parsed, key=key, target=target,
+                hints={"thread_id": thread_id, "session_key": session_key,
+                       "user": canonical.user})
         try:
             turn = await turns.turn_open(
                 target=target, api_key=key, request=canonical, dialect=dialect.name,
@@ -247,6 +253,12 @@ class ResponseDetailApi(V1View):
 
     async def get(self, request: HttpRequest, response_id: str) -> HttpResponse:
         key, _ = await turns.authorize(raw_key=raw_api_key(request))
+        polled = await background.response_retrieve(request, response_id=response_id, key=key)
+        if polled is not None:
+            return polled
+        if request.GET.get("stream") in ("true", "1", "True"):
+            raise InvalidRequest("Only a background response created with 'stream': true can "
+                                 "be streamed again.", param="stream", code="invalid_value")
         found = await turns.stored_reply(response_id=response_id, api_key=key)
         if found is None:
             raise NotFound(f"No response found with id '{response_id}'.",
@@ -265,6 +277,16 @@ class ResponseDetailApi(V1View):
                                           reasoning=row.reasoning, tool_calls=calls),
             usage=usage, echo={}, error=error,
         ), headers={"X-Gaia-Thread-Id": str(row.thread_id)})
+
+
+class ResponseCancelApi(V1View):
+    """``POST /v1/responses/{id}/cancel``: a background response of this key."""
+
+    http_method_names = ["post", "options"]
+
+    async def post(self, request: HttpRequest, response_id: str) -> HttpResponse:
+        key, _ = await turns.authorize(raw_key=raw_api_key(request))
+        return await background.response_cancel(response_id=response_id, key=key)
 
 
 class MessageCountTokensApi(V1View):

@@ -15,6 +15,8 @@ urlpatterns = [
          name="v1-responses"),
     re_path(r"^responses/(?P<response_id>[^/]+)$", apis.ResponseDetailApi.as_view(),
             name="v1-response"),
+    re_path(r"^responses/(?P<response_id>[^/]+)/cancel$", apis.ResponseCancelApi.as_view(),
+            name="v1-response-cancel"),
     path("messages", apis.ModelCreateApi.as_view(dialect=messages.DIALECT), name="v1-messages"),
     path("messages/count_tokens", apis.MessageCountTokensApi.as_view(),
          name="v1-messages-count-tokens"),

@@ -25,6 +25,10 @@ from agents.models.agents import (
 from agents.models.audit import (
     AuditEvent,
 )
+from agents.models.background import (
+    BackgroundResponse,
+    BackgroundResponseEvent,
+)
 from agents.models.conversations import (
     Conversation,
 )
@@ -76,6 +80,8 @@ __all__ = [
     "AgentFallback",
     "ApiKey",
     "AuditEvent",
+    "BackgroundResponse",
+    "BackgroundResponseEvent",
     "Budget",
     "ModelPrice",
     "Schedule",

@@ -37,6 +37,15 @@ from agents.selectors.approvals import (
     approval_list,
     approval_public,
 )
+from agents.selectors.background import (
+    background_events_after,
+    background_events_key,
+    background_redis,
+    background_response_get,
+    background_response_oldest_queued,
+    background_response_status,
+    background_responses_stale,
+)
 from agents.selectors.budgets import (
     BUDGET_ORDERING,
     BudgetRule,
@@ -143,6 +152,13 @@ from agents.selectors.webhooks import (
 )
 
 __all__ = [
+    "background_events_after",
+    "background_events_key",
+    "background_redis",
+    "background_response_get",
+    "background_response_oldest_queued",
+    "background_response_status",
+    "background_responses_stale",
     "conversation_get",
     "conversation_message_get",
     "conversation_message_page",

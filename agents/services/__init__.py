@@ -33,6 +33,17 @@ from agents.services.audit import (
     audit_actor_of_request,
     audit_record,
 )
+from agents.services.background import (
+    BACKGROUND_QUEUE,
+    BACKGROUND_TASK,
+    background_events_append,
+    background_response_beat,
+    background_response_cancel,
+    background_response_claim,
+    background_response_create,
+    background_response_finish,
+    background_responses_recover_stale,
+)
 from agents.services.budget_admin import budget_delete, budget_save
 from agents.services.budgets import (
     Held,
@@ -158,6 +169,15 @@ from agents.services.webhooks import (
 )
 
 __all__ = [
+    "BACKGROUND_QUEUE",
+    "BACKGROUND_TASK",
+    "background_events_append",
+    "background_response_beat",
+    "background_response_cancel",
+    "background_response_claim",
+    "background_response_create",
+    "background_response_finish",
+    "background_responses_recover_stale",
     "conversation_create",
     "conversation_delete",
     "conversation_item_remove",

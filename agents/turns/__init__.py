@@ -29,6 +29,7 @@ from agents.turns.catalogue import AUTO, is_virtual, model_entry, model_entry_an
 from agents.turns.door import (
     Answer,
     authorize,
+    authorize_stored,
     input_tokens_count,
     model_get,
     model_list,
@@ -77,6 +78,7 @@ __all__ = [
     "as_gaia_error",
     "completion_extra",
     "authorize",
+    "authorize_stored",
     "background_keep",
     "drain_begin",
     "drain_interrupt",

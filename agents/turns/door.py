@@ -21,7 +21,7 @@ from agents import selectors, services
 from agents.backends import backend_for
 from agents.infra.database import ReadNotAvailable, run_db
 from agents.kernel import llm
-from agents.kernel.exceptions import OrganismStopped
+from agents.kernel.exceptions import OrganismStopped, PermissionDenied
 from agents.models import Agent, ApiKey, Message
 from agents.outlet import realtime
 from agents.tools.hosted import hosted_plan
@@ -59,6 +59,27 @@ async def authorize(*, raw_key: str | None, model: str | None = None, throttle: 
         except services.NeedsDatabase:
             key, agent = await run_db(services.request_authorize, version=version, **args)
     return key, (model if virtual else agent)
+
+
+async def authorize_stored(*, api_key: ApiKey | None, model: str
+                           ) -> tuple[ApiKey | None, Agent | str]:
+    """:func:`authorize` for a request a worker runs after it was answered (a background
+    response): the key as stored now (revoked or expired since: 401), ``model`` resolved and
+    allowed for it as then; not counted again against the key's rate limit."""
+    def check() -> tuple[ApiKey | None, Agent | str]:
+        key = services.api_key_recheck(key=api_key, scope=ApiKey.Scope.CHAT) \
+            if api_key is not None else None
+        if catalogue.is_virtual(model):
+            return key, model
+        _, agent = services.request_authorize(raw_key=None, anonymous_allowed=True,
+                                              agent_slug=model, throttle=False)
+        assert agent is not None
+        if not selectors.api_key_may_use(api_key=key, agent=agent):
+            raise PermissionDenied(f"This API key may not use the model '{model}'.",
+                                   param="model")
+        return key, agent
+
+    return await run_db(check)
 
 
 async def _resolve(target: Agent | str, api_key: ApiKey | None, messages: list[llm.Message], *,

@@ -70,6 +70,7 @@ class ResponseRequestIn(_In):
     store: bool | None = None
     metadata: dict[str, str] | None = None
     stream: bool | None = False
+    background: bool | None = None
     user: str | None = None
     safety_identifier: str | None = None
     text: dict[str, Any] | None = None
@@ -402,6 +403,7 @@ def echo_fields(req: ResponseRequestIn) -> dict[str, Any]:
     conversation = conversation_of(req)
     return {
         **({"conversation": {"id": conversation}} if conversation else {}),
+        **({"background": True} if req.background else {}),
         "instructions": req.instructions,
         "metadata": req.metadata or {},
         "parallel_tool_calls": req.parallel_tool_calls is not False,

@@ -277,3 +277,30 @@ def test_a_redelivery_is_audited_and_refused_while_sending(
     WebhookEndpoint.objects.filter(pk=endpoint.pk).update(enabled=False)
     assert staff.post(url).json()["code"] == "webhook_disabled"
     assert AuditEvent.objects.filter(action="webhook_redeliver").count() == 1
+
+
+def test_a_background_response_that_ends_is_a_response_event(
+        make_key: Any, django_capture_on_commit_callbacks: Any, scheduled: list[int]) -> None:
+    """``response.completed`` (and the other ends) from the one place a background response
+    ends, with its ids and status: not its request or its reply."""
+    key, _ = make_key("bg")
+    hooked = _endpoint(["response.completed", "response.cancelled", "response.failed"])
+    with django_capture_on_commit_callbacks(execute=False):  # not sent to a worker here
+        for rid in ("resp_done", "resp_stopped"):
+            services.background_response_create(
+                response_id=rid, api_key=key, model="echo", stream=False,
+                request={"input": "sk-secret question"})
+    assert services.background_response_claim(response_id="resp_done", worker="w")
+    with django_capture_on_commit_callbacks(execute=True):
+        services.background_response_finish(
+            response_id="resp_done", status="completed",
+            response={"id": "resp_done", "output_text": "the answer"})
+        services.background_response_cancel(response_id="resp_stopped", api_key=key)
+        services.background_response_cancel(response_id="resp_stopped", api_key=key)  # once
+    got = [(d.type, d.payload["data"]) for d in
+           WebhookDelivery.objects.filter(endpoint=hooked).order_by("pk")]
+    assert [(t, d["response_id"], d["status"], d["key"]) for t, d in got] == [
+        ("response.completed", "resp_done", "completed", key.prefix),
+        ("response.cancelled", "resp_stopped", "cancelled", key.prefix)]
+    assert "sk-secret" not in str(got)
+    assert "the answer" not in str(got)
