@@ -354,6 +354,11 @@ def test_compare_page_draws_the_charts(page, run_server, bench_suite, make_key):
         "rs => rs.map(r => Number(r.getAttribute('width')))")
     assert widths[0] != widths[1]
     expect()(page.locator("#compare-rows tr")).to_have_count(2)
+    # each bar's label fits its column, its run's "#id" first: none runs off the chart
+    labels = page.locator("#charts text.bar-label").evaluate_all(
+        "ts => ts.map(t => [t.firstChild.nodeValue, t.getBBox().x])")
+    assert len(labels) == 14, labels
+    assert all(text.startswith("#") and x >= 0 for text, x in labels), labels
     differs = page.locator("#differences tbody tr")
     expect()(differs).to_have_count(2)
     assert differs.locator("td:first-child").all_text_contents() == ["0", "4"]

@@ -41,7 +41,9 @@
       // bar's own title holds it whole.
       var label = String(it.label);
       var shown = label.length > 20 ? label.slice(0, 19) + "\u2026" : label;
-      svg.appendChild(el("text", { x: labelW - 6, y: y + 15, "text-anchor": "end" }, shown));
+      var text = el("text", { x: labelW - 6, y: y + 15, "text-anchor": "end", "class": "bar-label" }, shown);
+      text.appendChild(el("title", {}, label));
+      svg.appendChild(text);
       var rect = el("rect", { x: labelW, y: y + 3, width: w, height: rowH - 8, rx: 3,
                               fill: PALETTE[i % PALETTE.length], "class": "bar" });
       rect.appendChild(el("title", {}, it.label + ": " + fmt(it.value)));
@@ -50,7 +52,23 @@
     });
     svg.appendChild(el("line", { x1: labelW, x2: labelW, y1: top, y2: height - 6, "class": "axis" }));
     container.replaceChildren(svg);
+    fitLabels(svg, labelW - 8);
     return svg;
+  }
+
+  /* Shorten each bar's label (its end, keeping the run's "#id") until it fits its column as
+   * drawn: a count of characters let wide ones run off the chart's left edge ("‡2" for
+   * "#12 …"). A chart not on screen yet measures nothing and keeps its labels. */
+  function fitLabels(svg, room) {
+    svg.querySelectorAll("text.bar-label").forEach(function (text) {
+      var node = text.firstChild;  // the words; the <title> after them holds the whole label
+      if (!node || node.nodeType !== 3 || !text.getComputedTextLength()) return;
+      var words = node.nodeValue.replace(/\u2026$/, "");
+      while (text.getComputedTextLength() > room && words.length > 1) {
+        words = words.slice(0, -1);
+        node.nodeValue = words + "\u2026";
+      }
+    });
   }
 
   /* A timeline: one row per lane, segments [start, end) in ms.
