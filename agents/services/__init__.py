@@ -3,6 +3,13 @@ reaches every one of them."""
 
 from __future__ import annotations
 
+from agents.services.agent_admin import (
+    AGENT_EDIT_FIELDS,
+    agent_checked,
+    agent_delete,
+    agent_editable,
+    agent_save,
+)
 from agents.services.api_keys import (
     KEY_PREFIX,
     NeedsDatabase,
@@ -158,6 +165,11 @@ from agents.services.webhooks import (
 )
 
 __all__ = [
+    "AGENT_EDIT_FIELDS",
+    "agent_checked",
+    "agent_delete",
+    "agent_editable",
+    "agent_save",
     "conversation_create",
     "conversation_delete",
     "conversation_item_remove",
