@@ -96,7 +96,9 @@ def agent_save(*, agent: Agent | None, fields: dict[str, Any], actor: Actor | No
         changed = sorted(k for k, v in after.items() if before.get(k) != v and k != "paused")
         if creating or changed:
             audit_record(actor=actor, action="agent_create" if creating else "agent_update",
-                         target=f"agent:{a.slug}", detail={"changed": changed})
+                         target=f"agent:{a.slug}",
+                         detail={"provider": a.provider.name} if creating else
+                         {"changed": changed})
             config_changed(reason="agent_created" if creating else "agent_updated")
             agent_changed_announce(agent=a, change="created" if creating else "updated")
     return a
