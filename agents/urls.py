@@ -3,7 +3,7 @@
 from django.urls import path, re_path
 
 from agents import apis
-from agents.apis import console, organism, schedules, spend, tools, usage, webhooks
+from agents.apis import agent_admin, console, organism, schedules, spend, tools, usage, webhooks
 
 app_name = "operator"
 
@@ -14,7 +14,7 @@ urlpatterns = [
     path("organism/reload", apis.OrganismReloadApi.as_view(), name="organism-reload"),
     path("organism/stop", organism.OrganismStopApi.as_view(), name="organism-stop"),
     path("organism/start", organism.OrganismStartApi.as_view(), name="organism-start"),
-    path("agents", apis.AgentListApi.as_view(), name="agent-list"),
+    path("agents", agent_admin.AgentListApi.as_view(), name="agent-list"),
     path("agents/<path:slug>/memories", tools.AgentMemoryListApi.as_view(),
          name="agent-memories"),
     # str, not int: "-1" is an unknown memory (404), not another route's 405
@@ -24,7 +24,7 @@ urlpatterns = [
     path("agents/<path:slug>/schema", apis.AgentSchemaApi.as_view(), name="agent-schema"),
     path("agents/<path:slug>/pause", apis.AgentPauseApi.as_view(), name="agent-pause"),
     path("agents/<path:slug>/resume", apis.AgentResumeApi.as_view(), name="agent-resume"),
-    path("agents/<path:slug>", apis.AgentDetailApi.as_view(), name="agent-detail"),
+    path("agents/<path:slug>", agent_admin.AgentDetailApi.as_view(), name="agent-detail"),
     path("threads", apis.ThreadListApi.as_view(), name="thread-list"),
     path("threads/<str:thread_id>", apis.ThreadDetailApi.as_view(), name="thread-detail"),
     path("threads/<str:thread_id>/messages", apis.ThreadMessageListApi.as_view(),

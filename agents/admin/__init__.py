@@ -18,6 +18,7 @@ from django.utils.translation import gettext as _
 
 from agents import selectors, services, turns
 from agents.http.paging import SeekPaginator
+from agents.kernel.exceptions import GaiaError
 from agents.models import (
     Agent,
     AgentFallback,
@@ -33,6 +34,7 @@ from agents.models import (
     TeamMember,
     Thread,
 )
+from agents.services.config import AGENT_FIELDS
 from agents.services.documents import document_kind
 
 
@@ -113,8 +115,35 @@ class AgentFallbackInline(admin.TabularInline):
         "its first token)"
 
 
+class AgentForm(forms.ModelForm):
+    """Checked by the API's and the import's rule (:func:`agents.services.agent_save`), its
+    errors said on the form's fields instead of a 500 when it saves."""
+
+    class Meta:
+        model = Agent
+        fields = ["slug", "provider", *AGENT_FIELDS, "paused", "knowledge_bases"]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        stored = Agent.objects.filter(pk=self.instance.pk).first() if self.instance.pk else None
+        fields = {k: v for k, v in data.items() if k in services.AGENT_EDIT_FIELDS
+                  and k not in ("knowledge_bases", "fallback_providers")}  # saved after it
+        if "provider" in fields:
+            fields["provider"] = fields["provider"].name if fields["provider"] else ""
+        if stored is not None:
+            fields.pop("slug", None)
+        self.agent_fields = fields
+        if not self.errors:
+            try:
+                services.agent_save(agent=stored, fields=fields, actor=None, commit=False)
+            except GaiaError as exc:
+                self.add_error(exc.param if exc.param in self.fields else None, exc.message)
+        return data
+
+
 @admin.register(Agent)
 class AgentAdmin(admin.ModelAdmin):
+    form = AgentForm
     inlines = [AgentFallbackInline]
     filter_horizontal = ["knowledge_bases"]
     list_display = ["slug", "display_name", "provider", "model_name", "enabled", "listed",
@@ -137,27 +166,26 @@ class AgentAdmin(admin.ModelAdmin):
         ("As clients see it", {"fields": ["models_preview", "created_at", "updated_at"]}),
     ]
 
+    def get_readonly_fields(self, request: HttpRequest, obj: Agent | None = None) -> Any:
+        # the model id its clients send: made once (services.agent_save's rule)
+        return [*self.readonly_fields, "slug"] if obj is not None else self.readonly_fields
+
     def save_model(self, request: HttpRequest, obj: Agent, form: Any, change: bool) -> None:
-        """Save, then tell the operator feed (after the admin's transaction commits). A
-        change of ``paused`` goes through the pause service, as the operator API's does."""
-        paused_changed = change and "paused" in form.changed_data
-        super().save_model(request, obj, form, change)
-        if paused_changed:
-            services.agent_set_paused(
-                agent=obj, paused=obj.paused,
-                actor=services.audit_actor_of_request(request, channel="admin"))
-        else:
-            services.agent_changed_announce(agent=obj, change="updated" if change else "created")
+        """Saved by :func:`agents.services.agent_save`, the API's and the console's rule: it
+        audits, tells the operator feed, and pauses or resumes through the pause service."""
+        actor = services.audit_actor_of_request(request, channel="admin")
+        saved = services.agent_save(agent=Agent.objects.get(pk=obj.pk) if change else None,
+                                    fields=form.agent_fields, actor=actor)
+        obj.pk = saved.pk
 
     def delete_model(self, request: HttpRequest, obj: Agent) -> None:
-        super().delete_model(request, obj)
-        services.agent_changed_announce(agent=obj, change="deleted")
+        services.agent_delete(agent=obj, actor=services.audit_actor_of_request(
+            request, channel="admin"))
 
     def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
-        agents = list(queryset)
-        super().delete_queryset(request, queryset)
-        for agent in agents:
-            services.agent_changed_announce(agent=agent, change="deleted")
+        actor = services.audit_actor_of_request(request, channel="admin")
+        for agent in list(queryset):
+            services.agent_delete(agent=agent, actor=actor)
 
     @admin.display(description="GET /v1/models entry")
     def models_preview(self, obj: Agent) -> str:

@@ -41,6 +41,9 @@ class AuditEvent(models.Model):
         SCHEDULE_CREATE = "schedule_create"
         SCHEDULE_UPDATE = "schedule_update"
         SCHEDULE_DELETE = "schedule_delete"
+        AGENT_CREATE = "agent_create"
+        AGENT_UPDATE = "agent_update"
+        AGENT_DELETE = "agent_delete"
 
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     actor = models.CharField(max_length=320, help_text="user:<name> or key:<name> (<prefix>).")

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from datetime import datetime, time
 from decimal import Decimal
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 from django import forms
 from django.contrib.auth import views as auth_views
@@ -32,6 +33,7 @@ from agents.http.pages import LOGIN_URL, is_staff, page_sort, staff_required
 from agents.http.paging import SeekPaginator
 from agents.kernel.exceptions import NotFound
 from agents.models import Agent, ApiKey, AuditEvent, Budget, Provider, Thread
+from agents.pages.agent_editor import agent_editor_context
 
 THREADS_PER_PAGE = 50
 
@@ -96,7 +98,8 @@ def dashboard(request: HttpRequest) -> HttpResponse:
 @staff_required
 def agent_list(request: HttpRequest) -> HttpResponse:
     return render(request, "ui/agents.html", {
-        "page": "agents", "ordering": selectors.AGENT_ORDERING, "agents": _agents(request)})
+        "page": "agents", "ordering": selectors.AGENT_ORDERING, "agents": _agents(request),
+        **agent_editor_context(None)})
 
 
 def _agent_threads(slug: str) -> list[dict[str, Any]]:
@@ -115,6 +118,10 @@ def agent_detail(request: HttpRequest, slug: str) -> HttpResponse:
         "threads": _agent_threads(slug),
         "last_error": selectors.agent_last_error(agent_id=agent.pk),
         "admin_url": f"/admin/agents/agent/{agent.pk}/change/",
+        "agent_path": quote(slug, safe=""),
+        "thread_count": Thread.objects.filter(agent_id=agent.pk).count(),
+        "trail": _trail(f"agent:{slug}"),
+        **agent_editor_context(agent),
     })
 
 

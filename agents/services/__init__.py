@@ -3,6 +3,13 @@ reaches every one of them."""
 
 from __future__ import annotations
 
+from agents.services.agent_admin import (
+    AGENT_EDIT_FIELDS,
+    agent_checked,
+    agent_delete,
+    agent_editable,
+    agent_save,
+)
 from agents.services.api_keys import (
     KEY_PREFIX,
     NeedsDatabase,
@@ -178,6 +185,11 @@ __all__ = [
     "background_response_create",
     "background_response_finish",
     "background_responses_recover_stale",
+    "AGENT_EDIT_FIELDS",
+    "agent_checked",
+    "agent_delete",
+    "agent_editable",
+    "agent_save",
     "conversation_create",
     "conversation_delete",
     "conversation_item_remove",

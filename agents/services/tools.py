@@ -123,7 +123,7 @@ def agent_tools_check(agent: Agent, *, what: str) -> None:
     server or an agent that exists."""
     for ref in agent.tools or []:
         if not isinstance(ref, str):
-            raise InvalidRequest(f"{what}: tools must be names.")
+            raise InvalidRequest(f"{what}: tools must be names.", param="tools")
         if ref in BUILTIN_TOOLS:
             continue
         if ref.startswith("mcp:") and McpServer.objects.filter(name=ref[4:]).exists():
@@ -136,4 +136,4 @@ def agent_tools_check(agent: Agent, *, what: str) -> None:
         raise InvalidRequest(
             f"{what}: unknown tool {ref!r}: a built-in ({', '.join(BUILTIN_TOOLS)}), "
             "'mcp:<server>' of a defined MCP server, 'agent:<slug>' of another agent or "
-            "'a2a:<name>' of a remote A2A agent.")
+            "'a2a:<name>' of a remote A2A agent.", param="tools")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from agents.models import Agent
+from agents.models import Agent, AuditEvent
 from agents.outlet import realtime
 
 pytestmark = pytest.mark.django_db
@@ -55,6 +55,7 @@ def test_admin_create_edit_pause_delete_announce(admin_client, make_agent, make_
         admin_client.post(reverse("admin:agents_agent_change", args=[agent.pk]),
                           form(agent, display_name="Renamed"))
     assert changes(events) == [("fresh", "updated")]
+    agent.refresh_from_db()  # the next form sends what is stored: only paused changes
 
     events.clear()
     with django_capture_on_commit_callbacks(execute=True):
@@ -91,3 +92,21 @@ def test_admin_list_shows_paused_and_bulk_actions_announce(admin_client, make_ag
                           {"action": "delete_selected", "_selected_action": [a.pk],
                            "post": "yes"})
     assert changes(events) == [("one", "deleted")]
+
+
+def test_admin_checks_an_agent_by_the_api_rule_and_audits_it(admin_client, make_agent):
+    agent = make_agent(slug="a1")
+    url = reverse("admin:agents_agent_change", args=[agent.pk])
+    r = admin_client.post(url, form(agent, tools='["mcp:nowhere"]'))
+    assert r.status_code == 200  # the form again, with the rule's message on the field
+    assert "unknown tool &#x27;mcp:nowhere&#x27;" in r.content.decode()
+    agent.refresh_from_db()
+    assert agent.tools == []
+    r = admin_client.post(url, form(agent, tools='["calculator"]', slug="renamed",
+                                         listed="on"))
+    assert r.status_code == 302
+    agent.refresh_from_db()
+    assert (agent.slug, agent.tools) == ("a1", ["calculator"])  # a slug is made once
+    trail = AuditEvent.objects.get(action="agent_update")
+    assert (trail.target, trail.channel, trail.detail) == ("agent:a1", "admin",
+                                                           {"changed": ["tools"]})

@@ -72,5 +72,12 @@
     }).catch(function () {});
   }
 
+  // the editor (templates/ui/_agent_form.html, sent by console.js) opens from "Edit"
+  var editor = document.getElementById("agent-edit");
+  function openEditor() { if (editor) { editor.open = true; editor.scrollIntoView(); } }
+  var edit = document.getElementById("edit");
+  if (edit) edit.addEventListener("click", function (e) { e.preventDefault(); openEditor(); });
+  if (window.location.hash === "#agent-edit") openEditor();
+
   G.pages.push({ live: true, attach: attach, resync: resync });
 })();

@@ -3,7 +3,8 @@
  * data-type int|float|bool|json|datetime converted; an empty field left out unless
  * data-send-empty) and sent with its method; the API's 400 names the field, and its message
  * shows next to that field. Then: data-then="secret" shows a new key's secret once, "reload"
- * reloads, "goto" opens data-goto with {name} filled from the answer; data-confirm asks first. */
+ * reloads, "goto" opens data-goto with {name} filled from the answer's data-goto-key (default
+ * name); data-confirm asks first. */
 (function () {
   "use strict";
 
@@ -98,7 +99,8 @@
         addKeyRow();
         notice("Key " + data.name + " made: copy its secret now.");
       } else if (then === "goto") {
-        window.location.assign(form.dataset.goto.replace("{name}", encodeURIComponent(data.name)));
+        var named = data ? data[form.dataset.gotoKey || "name"] : "";  // a 204: no answer
+        window.location.assign(form.dataset.goto.replace("{name}", encodeURIComponent(named)));
       } else if (then === "reload") {
         window.location.reload();
       }
