@@ -29,9 +29,10 @@ from django.utils import timezone
 
 from agents import selectors, services
 from agents.http.pages import LOGIN_URL, is_staff, page_sort, staff_required
-from agents.http.paging import SeekPaginator
 from agents.kernel.exceptions import NotFound
 from agents.models import Agent, ApiKey, AuditEvent, Budget, Provider, Thread
+from agents.pages import approvals as approval_pages
+from agents.pages.paging import page_of as _page_of
 
 THREADS_PER_PAGE = 50
 
@@ -182,10 +183,9 @@ def thread_list(request: HttpRequest) -> HttpResponse:
 THREAD_PAGE_MESSAGES = 100  # the thread page shows this many, with a link to earlier ones
 
 
-def _thread_approvals(thread: Thread, *, status: str | None = "pending"
-                      ) -> list[dict[str, Any]]:
-    """A thread's approvals, oldest first: the pending ones (the page), or any (``None``: a
-    live update, which shows how the ones it shows were decided)."""
+def _thread_approvals(thread: Thread, *, status: str | None = None) -> list[dict[str, Any]]:
+    """A thread's approvals, oldest first: in every state (a decided one stays, with its
+    outcome), or the ``pending`` ones."""
     return [selectors.approval_public(a) for a in selectors.approval_list(
         thread_id=thread.pk, status=status).order_by("created_at", "pk")]
 
@@ -198,7 +198,8 @@ def _thread_context(request: HttpRequest, thread_id: str) -> dict[str, Any]:
     thread = _or_404(selectors.thread_get, thread_id=thread_id)
     shown = selectors.thread_public_row(thread)
     approvals = _thread_approvals(thread)
-    waiting = {a["call_id"] for a in approvals if a["call_id"]}
+    # a call's approval: the latest of its turn (response) and call id (ids repeat by turn)
+    decided = {(a["response_id"], a["call_id"]): a["status"] for a in approvals if a["call_id"]}
     messages: list[dict[str, Any]] = []
     calls: dict[str, dict[str, Any]] = {}
     try:
@@ -211,7 +212,8 @@ def _thread_context(request: HttpRequest, thread_id: str) -> dict[str, Any]:
         m = selectors.message_public_row(row)
         payload = m["payload"]
         m["calls"] = [{**c, "origin": payload.get("origin"), "result": None,
-                       "waiting": c.get("id") in waiting} for c in payload.get("tool_calls") or ()]
+                       "approval": decided.get((m["response_id"], c.get("id")))}
+                      for c in payload.get("tool_calls") or ()]
         calls.update((c["id"], c) for c in m["calls"] if c.get("id"))
         call_id = payload.get("tool_call_id")
         if call_id and call_id in calls:
@@ -239,25 +241,11 @@ def _thread_row(thread: Thread) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------------
 # Keys, providers and the audit trail: read here, written through /api/v1 (apis/console.py)
 
-PER_PAGE = 50
-
-
 class KeyFilterForm(forms.Form):
     state = forms.ChoiceField(choices=[("", "any state"), ("active", "active"),
                                        ("expired", "expired"), ("revoked", "revoked")],
                               required=False)
     q = forms.CharField(required=False, max_length=200, label="name or prefix")
-
-
-def _page_of(request: HttpRequest, rows: Any, *, per_page: int = PER_PAGE,
-             count: int | None = None) -> tuple[Any, str]:
-    """The page of ``rows`` that ``?page=`` asks for (``count``: how many rows there are, when
-    known without counting them), and the request's query without ``page`` for the pager's
-    links (``ui/_pager.html``)."""
-    page = SeekPaginator(rows, per_page, count=count).get_page(request.GET.get("page"))
-    query = request.GET.copy()
-    query.pop("page", None)
-    return page, query.urlencode()
 
 
 def _key_list_context(request: HttpRequest) -> dict[str, Any]:
@@ -382,9 +370,9 @@ def _thread_rows(request: HttpRequest) -> dict[str, Any]:
 
 
 def _approvals(request: HttpRequest) -> dict[str, Any]:
-    """A thread's approvals (``?status=any``: decided ones too)."""
+    """A thread's approvals in every state (``?status=pending``: the waiting ones)."""
     thread = _or_404(selectors.thread_get, thread_id=request.GET.get("thread", ""))
-    status = None if request.GET.get("status") == "any" else "pending"
+    status = "pending" if request.GET.get("status") == "pending" else None
     return {"approvals": _thread_approvals(thread, status=status)}
 
 
@@ -401,6 +389,8 @@ FRAGMENTS: dict[str, tuple[str, Callable[[HttpRequest], dict[str, Any]]]] = {
                  lambda request: _thread_context(request, request.GET.get("thread", ""))),
     "approvals": ("ui/_approvals.html", _approvals),
     "key-rows": ("ui/_key_rows.html", _key_list_context),
+    "approval-rows": ("ui/_approval_rows.html", approval_pages.inbox_context),
+    "approvals-count": ("ui/_approvals_count.html", approval_pages.pending_count),
 }
 
 
