@@ -30,7 +30,7 @@ from django.utils import timezone
 from agents import selectors, services
 from agents.http.pages import LOGIN_URL, is_staff, page_sort, staff_required
 from agents.kernel.exceptions import NotFound
-from agents.models import Agent, ApiKey, AuditEvent, Budget, Provider, Thread
+from agents.models import Agent, ApiKey, Approval, AuditEvent, Budget, Provider, Thread
 from agents.pages import approvals as approval_pages
 from agents.pages.paging import page_of as _page_of
 
@@ -183,11 +183,22 @@ def thread_list(request: HttpRequest) -> HttpResponse:
 THREAD_PAGE_MESSAGES = 100  # the thread page shows this many, with a link to earlier ones
 
 
-def _thread_approvals(thread: Thread, *, status: str | None = None) -> list[dict[str, Any]]:
+def _thread_approvals(thread: Thread, *, status: str | None = None) -> list[Approval]:
     """A thread's approvals, oldest first: in every state (a decided one stays, with its
     outcome), or the ``pending`` ones."""
-    return [selectors.approval_public(a) for a in selectors.approval_list(
-        thread_id=thread.pk, status=status).order_by("created_at", "pk")]
+    return list(selectors.approval_list(thread_id=thread.pk, status=status)
+                .order_by("created_at", "pk"))
+
+
+def _call_approval(approvals: list[Approval], call_id: Any, start: Any, end: Any) -> str | None:
+    """The status of the approval of call ``call_id`` of the message stored at ``start`` (the
+    next message at ``end``, ``None``: none yet): a call's approval is asked after its call
+    is stored and before its result is (call ids repeat from one turn to the next)."""
+    found = None
+    for a in approvals:
+        if a.call_id == call_id and a.created_at >= start and (end is None or a.created_at < end):
+            found = a.status
+    return found
 
 
 def _thread_context(request: HttpRequest, thread_id: str) -> dict[str, Any]:
@@ -198,8 +209,6 @@ def _thread_context(request: HttpRequest, thread_id: str) -> dict[str, Any]:
     thread = _or_404(selectors.thread_get, thread_id=thread_id)
     shown = selectors.thread_public_row(thread)
     approvals = _thread_approvals(thread)
-    # a call's approval: the latest of its turn (response) and call id (ids repeat by turn)
-    decided = {(a["response_id"], a["call_id"]): a["status"] for a in approvals if a["call_id"]}
     messages: list[dict[str, Any]] = []
     calls: dict[str, dict[str, Any]] = {}
     try:
@@ -208,11 +217,13 @@ def _thread_context(request: HttpRequest, thread_id: str) -> dict[str, Any]:
         before = None
     rows, older = selectors.thread_messages_page(thread_id=thread.pk, before=before,
                                                  limit=THREAD_PAGE_MESSAGES)
-    for row in rows:
+    for i, row in enumerate(rows):
         m = selectors.message_public_row(row)
         payload = m["payload"]
+        end = rows[i + 1].created_at if i + 1 < len(rows) else None
         m["calls"] = [{**c, "origin": payload.get("origin"), "result": None,
-                       "approval": decided.get((m["response_id"], c.get("id")))}
+                       "approval": _call_approval(approvals, c.get("id"), row.created_at, end)
+                       if approvals and c.get("id") else None}
                       for c in payload.get("tool_calls") or ()]
         calls.update((c["id"], c) for c in m["calls"] if c.get("id"))
         call_id = payload.get("tool_call_id")
@@ -225,8 +236,8 @@ def _thread_context(request: HttpRequest, thread_id: str) -> dict[str, Any]:
                            "origin": payload.get("origin"), "result": m}]
         messages.append(m)
     shown["messages"] = messages
-    return {"page": "thread", "thread": shown, "approvals": approvals, "older": older,
-            "before": before}
+    return {"page": "thread", "thread": shown, "older": older, "before": before,
+            "approvals": [selectors.approval_public(a) for a in approvals]}
 
 
 @staff_required
@@ -373,7 +384,8 @@ def _approvals(request: HttpRequest) -> dict[str, Any]:
     """A thread's approvals in every state (``?status=pending``: the waiting ones)."""
     thread = _or_404(selectors.thread_get, thread_id=request.GET.get("thread", ""))
     status = "pending" if request.GET.get("status") == "pending" else None
-    return {"approvals": _thread_approvals(thread, status=status)}
+    return {"approvals": [selectors.approval_public(a)
+                          for a in _thread_approvals(thread, status=status)]}
 
 
 def _agent_error(request: HttpRequest) -> dict[str, Any]:

@@ -62,8 +62,7 @@ def approval_get(*, approval_id: Any) -> Approval:
 
 def approval_public(row: Approval) -> dict[str, Any]:
     return {"id": str(row.pk), "status": row.status, "agent": row.agent.slug,
-            "thread_id": str(row.thread_id), "response_id": row.response_id or None,
-            "tool": row.tool, "server": row.server or None,
+            "thread_id": str(row.thread_id), "tool": row.tool, "server": row.server or None,
             "arguments": row.arguments, "call_id": row.call_id or None,
             "created_at": iso(row.created_at), "expires_at": iso(row.expires_at),
             "decided_at": iso(row.decided_at),
