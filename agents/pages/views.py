@@ -402,6 +402,7 @@ FRAGMENTS: dict[str, tuple[str, Callable[[HttpRequest], dict[str, Any]]]] = {
     "approvals": ("ui/_approvals.html", _approvals),
     "key-rows": ("ui/_key_rows.html", _key_list_context),
     "approval-rows": ("ui/_approval_rows.html", approval_pages.inbox_context),
+    "approval-pager": ("ui/_approval_pager.html", approval_pages.inbox_context),
     "approvals-count": ("ui/_approvals_count.html", approval_pages.pending_count),
 }
 

@@ -54,6 +54,7 @@ def test_the_inbox_counts_live_and_decides(page, gaia_server, careful, api_key):
     expect()(row.locator("a.approval-thread")).to_have_attribute(
         "href", f"/threads/{turn.thread_id}/")
     expect()(row.locator(".approval-when")).to_contain_text("expires in")
+    expect()(page.locator("#approval-pager")).to_contain_text("(1 approvals)")
     no_raw_times(page)
     screenshot(page, "approvals-inbox")
     row.locator("input[name=reason]").fill("checked the maths")

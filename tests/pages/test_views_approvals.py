@@ -42,6 +42,9 @@ def approval(agent, *, status="pending", minutes_ago=0, thread=None, call_id="ca
     return row
 
 
+CSRF = re.compile(r'<input type="hidden" name="csrfmiddlewaretoken" value="[^"]*">')
+
+
 def row_ids(html: str) -> list[str]:
     return re.findall(r'<tr data-approval-id="([0-9a-f-]+)"', html)
 
@@ -141,3 +144,17 @@ def test_the_thread_page_keeps_decided_approvals_with_their_outcome(staff_client
     assert "denied</span> by <span class=\"decided-by\">user:op</span>" in html
     assert '<span class="tool-state">expired</span>' in html
     assert "no result yet" not in html
+
+
+def test_the_inbox_fragments_are_the_markup_of_its_page(staff_client, make_agent):
+    agent = make_agent(slug="careful")
+    approval(agent, reason="x")
+    approval(agent, status="denied", decided_by="user:op", reason="<i>no</i>")
+    def get(path: str) -> str:  # each render masks the CSRF token anew
+        return CSRF.sub("", staff_client.get(path).content.decode())
+
+    page = get("/approvals/?agent=careful")
+    for name in ("approval-rows", "approval-pager", "approvals-count"):
+        part = get(f"/fragments/{name}/?agent=careful").strip()
+        assert part
+        assert part in page, name

@@ -25,8 +25,11 @@
   }, 0);
 
   var tbody = PAGE === "approvals" ? q("#approval-rows") : null;
+  var pager = q("#approval-pager");
   var rows = tbody && G.refresher(function () {
-    return G.fragment("approval-rows", window.location.search.slice(1)).then(function (frag) {
+    var query = window.location.search.slice(1);
+    var counted = G.fragment("approval-pager", query).then(function (frag) { pager.replaceChildren(frag); });
+    return Promise.all([counted, G.fragment("approval-rows", query).then(function (frag) {
       var typed = {}, before = {};
       qa("tr[data-approval-id]", tbody).forEach(function (r) {
         before[r.dataset.approvalId] = r.dataset.status;
@@ -47,7 +50,7 @@
         var input = q("tr" + attrSel("data-approval-id", focusId) + " input[name=reason]", tbody);
         if (input) input.focus();
       }
-    });
+    })]);
   }, 100);
 
   if (tbody) {
