@@ -111,7 +111,8 @@ TEMPLATES = [
             ],
             # The console's tags live with its pages (agents/pages/), not at the app's top.
             "libraries": {"gaia_sort": "agents.pages.templatetags.gaia_sort",
-                          "gaia_admin": "agents.pages.templatetags.gaia_admin"},
+                          "gaia_admin": "agents.pages.templatetags.gaia_admin",
+                          "gaia_nav": "agents.pages.templatetags.gaia_nav"},
         },
     },
 ]

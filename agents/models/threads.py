@@ -37,6 +37,10 @@ class Thread(models.Model):
         KILLED = "killed"
         WAITING = "waiting"  # a turn's tool call waits for an operator's approval
 
+    # A thread at work: its turn runs, or waits for an approval (the dashboard's "active
+    # threads" and the organism's count: one rule for the API, the feed and the pages).
+    RUNNING = (Status.ACTIVE, Status.WAITING)
+
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="threads")
     session_key = models.CharField(max_length=300)

@@ -56,6 +56,9 @@ realtime.event_types_declare({
                            "arguments", "expires_at"),
     "approval_decided": ("approval_id", "agent", "thread_id", "call_id", "tool", "decision",
                          "decided_by", "reason"),
+    # how many operators' approvals wait now (the console's navigation badge): about no
+    # thread and no agent, so every subscription gets it
+    "approvals_pending": ("count",),
     # a budget's spend reached its soft threshold (once a period), or a turn was refused
     # because it would exceed the budget / spend reached the limit (once a period)
     "budget_threshold": ("budget", "scope", "target", "unit", "limit", "spent", "period_start",
@@ -220,6 +223,12 @@ def approval_decided(approval: Any) -> dict[str, Any]:
                           call_id=approval.call_id or None, tool=approval.tool,
                           decision=approval.status,
                           decided_by=approval.decided_by or None, reason=approval.reason or None)
+
+
+def approvals_pending() -> dict[str, Any]:
+    """How many operators' approvals wait, counted when it is sent (after the commit that
+    changed it: ``send_event_on_commit(approvals_pending)``)."""
+    return realtime.event("approvals_pending", count=selectors.approval_pending_count())
 
 
 # -- budgets -------------------------------------------------------------------------------

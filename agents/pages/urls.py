@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from agents.pages import views
+from agents.pages import approvals, views
 
 app_name = "ui"
 
@@ -20,5 +20,6 @@ urlpatterns = [
     path("providers/<str:name>/", views.provider_detail, name="provider"),
     path("budgets/", views.budget_list, name="budgets"),
     path("audit/", views.audit_list, name="audit"),
+    path("approvals/", approvals.approval_inbox, name="approvals"),
     path("fragments/<str:name>/", views.fragment, name="fragment"),
 ]

@@ -30,10 +30,11 @@ from django.utils import timezone
 
 from agents import selectors, services
 from agents.http.pages import LOGIN_URL, is_staff, page_sort, staff_required
-from agents.http.paging import SeekPaginator
 from agents.kernel.exceptions import NotFound
-from agents.models import Agent, ApiKey, AuditEvent, Budget, Provider, Thread
+from agents.models import Agent, ApiKey, Approval, AuditEvent, Budget, Provider, Thread
+from agents.pages import approvals as approval_pages
 from agents.pages.agent_editor import agent_editor_context
+from agents.pages.paging import page_of as _page_of
 
 THREADS_PER_PAGE = 50
 
@@ -189,12 +190,22 @@ def thread_list(request: HttpRequest) -> HttpResponse:
 THREAD_PAGE_MESSAGES = 100  # the thread page shows this many, with a link to earlier ones
 
 
-def _thread_approvals(thread: Thread, *, status: str | None = "pending"
-                      ) -> list[dict[str, Any]]:
-    """A thread's approvals, oldest first: the pending ones (the page), or any (``None``: a
-    live update, which shows how the ones it shows were decided)."""
-    return [selectors.approval_public(a) for a in selectors.approval_list(
-        thread_id=thread.pk, status=status).order_by("created_at", "pk")]
+def _thread_approvals(thread: Thread, *, status: str | None = None) -> list[Approval]:
+    """A thread's approvals, oldest first: in every state (a decided one stays, with its
+    outcome), or the ``pending`` ones."""
+    return list(selectors.approval_list(thread_id=thread.pk, status=status)
+                .order_by("created_at", "pk"))
+
+
+def _call_approval(approvals: list[Approval], call_id: Any, start: Any, end: Any) -> str | None:
+    """The status of the approval of call ``call_id`` of the message stored at ``start`` (the
+    next message at ``end``, ``None``: none yet): a call's approval is asked after its call
+    is stored and before its result is (call ids repeat from one turn to the next)."""
+    found = None
+    for a in approvals:
+        if a.call_id == call_id and a.created_at >= start and (end is None or a.created_at < end):
+            found = a.status
+    return found
 
 
 def _thread_context(request: HttpRequest, thread_id: str) -> dict[str, Any]:
@@ -205,7 +216,6 @@ def _thread_context(request: HttpRequest, thread_id: str) -> dict[str, Any]:
     thread = _or_404(selectors.thread_get, thread_id=thread_id)
     shown = selectors.thread_public_row(thread)
     approvals = _thread_approvals(thread)
-    waiting = {a["call_id"] for a in approvals if a["call_id"]}
     messages: list[dict[str, Any]] = []
     calls: dict[str, dict[str, Any]] = {}
     try:
@@ -214,11 +224,14 @@ def _thread_context(request: HttpRequest, thread_id: str) -> dict[str, Any]:
         before = None
     rows, older = selectors.thread_messages_page(thread_id=thread.pk, before=before,
                                                  limit=THREAD_PAGE_MESSAGES)
-    for row in rows:
+    for i, row in enumerate(rows):
         m = selectors.message_public_row(row)
         payload = m["payload"]
+        end = rows[i + 1].created_at if i + 1 < len(rows) else None
         m["calls"] = [{**c, "origin": payload.get("origin"), "result": None,
-                       "waiting": c.get("id") in waiting} for c in payload.get("tool_calls") or ()]
+                       "approval": _call_approval(approvals, c.get("id"), row.created_at, end)
+                       if approvals and c.get("id") else None}
+                      for c in payload.get("tool_calls") or ()]
         calls.update((c["id"], c) for c in m["calls"] if c.get("id"))
         call_id = payload.get("tool_call_id")
         if call_id and call_id in calls:
@@ -230,8 +243,8 @@ def _thread_context(request: HttpRequest, thread_id: str) -> dict[str, Any]:
                            "origin": payload.get("origin"), "result": m}]
         messages.append(m)
     shown["messages"] = messages
-    return {"page": "thread", "thread": shown, "approvals": approvals, "older": older,
-            "before": before}
+    return {"page": "thread", "thread": shown, "older": older, "before": before,
+            "approvals": [selectors.approval_public(a) for a in approvals]}
 
 
 @staff_required
@@ -246,25 +259,11 @@ def _thread_row(thread: Thread) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------------
 # Keys, providers and the audit trail: read here, written through /api/v1 (apis/console.py)
 
-PER_PAGE = 50
-
-
 class KeyFilterForm(forms.Form):
     state = forms.ChoiceField(choices=[("", "any state"), ("active", "active"),
                                        ("expired", "expired"), ("revoked", "revoked")],
                               required=False)
     q = forms.CharField(required=False, max_length=200, label="name or prefix")
-
-
-def _page_of(request: HttpRequest, rows: Any, *, per_page: int = PER_PAGE,
-             count: int | None = None) -> tuple[Any, str]:
-    """The page of ``rows`` that ``?page=`` asks for (``count``: how many rows there are, when
-    known without counting them), and the request's query without ``page`` for the pager's
-    links (``ui/_pager.html``)."""
-    page = SeekPaginator(rows, per_page, count=count).get_page(request.GET.get("page"))
-    query = request.GET.copy()
-    query.pop("page", None)
-    return page, query.urlencode()
 
 
 def _key_list_context(request: HttpRequest) -> dict[str, Any]:
@@ -389,10 +388,11 @@ def _thread_rows(request: HttpRequest) -> dict[str, Any]:
 
 
 def _approvals(request: HttpRequest) -> dict[str, Any]:
-    """A thread's approvals (``?status=any``: decided ones too)."""
+    """A thread's approvals in every state (``?status=pending``: the waiting ones)."""
     thread = _or_404(selectors.thread_get, thread_id=request.GET.get("thread", ""))
-    status = None if request.GET.get("status") == "any" else "pending"
-    return {"approvals": _thread_approvals(thread, status=status)}
+    status = "pending" if request.GET.get("status") == "pending" else None
+    return {"approvals": [selectors.approval_public(a)
+                          for a in _thread_approvals(thread, status=status)]}
 
 
 def _agent_error(request: HttpRequest) -> dict[str, Any]:
@@ -408,6 +408,9 @@ FRAGMENTS: dict[str, tuple[str, Callable[[HttpRequest], dict[str, Any]]]] = {
                  lambda request: _thread_context(request, request.GET.get("thread", ""))),
     "approvals": ("ui/_approvals.html", _approvals),
     "key-rows": ("ui/_key_rows.html", _key_list_context),
+    "approval-rows": ("ui/_approval_rows.html", approval_pages.inbox_context),
+    "approval-pager": ("ui/_approval_pager.html", approval_pages.inbox_context),
+    "approvals-count": ("ui/_approvals_count.html", approval_pages.pending_count),
 }
 
 

@@ -34,7 +34,9 @@ from agents.selectors.agents import (
 )
 from agents.selectors.approvals import (
     approval_get,
+    approval_inbox,
     approval_list,
+    approval_pending_count,
     approval_public,
 )
 from agents.selectors.background import (
@@ -222,7 +224,9 @@ __all__ = [
     "api_key_cached",
     "api_keys_load",
     "approval_get",
+    "approval_inbox",
     "approval_list",
+    "approval_pending_count",
     "approval_public",
     "client_label",
     "config_version",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Case, F, IntegerField, QuerySet, Value, When
 
 from agents.kernel.exceptions import NotFound
 from agents.models import Approval
@@ -26,6 +26,25 @@ def approval_list(*, status: str | None = Approval.Status.PENDING, agent: str | 
     if thread_id:
         rows = rows.filter(thread_id=thread_id)
     return rows
+
+
+def approval_inbox(*, status: str | None = None, agent: str | None = None
+                   ) -> QuerySet[Approval]:
+    """The approvals inbox (``/approvals/``): operators' approvals (of ``status``, of
+    ``agent``), those that wait first, oldest first (the longest wait is the most urgent),
+    then the decided ones, the latest decision first."""
+    rows = approval_list(status=status or None, agent=agent or None)
+    waiting = Case(When(status=Approval.Status.PENDING, then=Value(0)), default=Value(1),
+                   output_field=IntegerField())
+    asked = Case(When(status=Approval.Status.PENDING, then=F("created_at")))
+    return rows.order_by(waiting, asked.asc(nulls_last=True), F("decided_at").desc(nulls_last=True),
+                         "-created_at", "-pk")
+
+
+def approval_pending_count() -> int:
+    """How many operators' approvals wait (the console's navigation badge)."""
+    return Approval.objects.filter(decided_by_client=False,
+                                   status=Approval.Status.PENDING).count()
 
 
 def approval_get(*, approval_id: Any) -> Approval:

@@ -38,7 +38,7 @@ def organism_info() -> dict[str, Any]:
         "status_by": state["by"],
         "uptime_seconds": int(time.monotonic() - _PROCESS_STARTED),
         "agent_count": Agent.objects.filter(enabled=True).count(),
-        "active_threads": Thread.objects.filter(status=Thread.Status.ACTIVE).count(),
+        "active_threads": Thread.objects.filter(status__in=Thread.RUNNING).count(),
         "total_messages": message_total(),
         "mode": "redis" if settings.REDIS_URL else "single-process",
     }

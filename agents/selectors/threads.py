@@ -112,8 +112,9 @@ def thread_public(thread: Thread, *, agent: str, client: str) -> dict[str, Any]:
 
 
 def thread_list_active(*, limit: int = 100) -> list[dict[str, Any]]:
-    """The most recently active threads with status ``active`` (the feed's snapshot)."""
-    threads = (Thread.objects.filter(status=Thread.Status.ACTIVE)
+    """The most recently active threads at work (``active``, or ``waiting`` for an approval:
+    :attr:`Thread.RUNNING`): the feed's snapshot, the dashboard's list."""
+    threads = (Thread.objects.filter(status__in=Thread.RUNNING)
                .select_related("agent", "api_key").order_by("-updated_at")[:limit])
     return [thread_public(t, agent=t.agent.slug,
                           client=client_label(user=t.user, api_key=t.api_key))

@@ -68,6 +68,7 @@ def _approval_request(*, approval_id: uuid.UUID, thread_id: Any, agent: Agent, r
     if not by_client:
         _thread_status(thread_id, agent, Thread.Status.WAITING, now)
         realtime.send_event_on_commit(events.approval_requested(approval))
+        realtime.send_event_on_commit(events.approvals_pending)
         webhook_event_send(type="approval.requested", data=webhook_approval_data(approval))
     return approval
 
@@ -109,6 +110,7 @@ def approval_decide(*, approval_id: Any, decision: str, decided_by: str, reason:
         raise Conflict(f"The approval is {found.status} already.", code="approval_decided")
     found.refresh_from_db()
     realtime.send_event_on_commit(events.approval_decided(found))
+    realtime.send_event_on_commit(events.approvals_pending)
     realtime.send_control_on_commit("approval_decided", approval_id=str(found.pk))
     webhook_event_send(type="approval.decided", data=webhook_approval_data(found))
     audit_record(actor=actor, action=decision, target=f"approval:{found.pk}",
@@ -117,18 +119,28 @@ def approval_decide(*, approval_id: Any, decision: str, decided_by: str, reason:
     return found
 
 
+# Who "decided" an approval nobody decided: its time ran out, or its turn stopped first (a
+# client gone, a kill, a server stopping); the thread's own status and error say which stop.
+EXPIRED_BY_TIMEOUT = "timeout"
+EXPIRED_BY_STOP = "turn stopped"
+
+
 @transaction.atomic
-def approval_settle(*, approval_id: Any, agent: Agent) -> Approval:
-    """The waiting turn's last word: an approval still pending is ``expired`` (a denial); its
+def approval_settle(*, approval_id: Any, agent: Agent, stopped: bool = False) -> Approval:
+    """The waiting turn's last word: an approval still pending is ``expired`` (a denial;
+    ``decided_by`` says whether its time ran out or its turn was ``stopped`` first); its
     thread is ``active`` again, unless its turn has ended meanwhile (a kill, a client gone:
     the turn's record may be written first, and its status stands). Returns the approval as
     decided."""
     now = timezone.now()
     expired = Approval.objects.filter(pk=approval_id, status=Approval.Status.PENDING).update(
-        status=Approval.Status.EXPIRED, decided_at=now, decided_by="timeout")
+        status=Approval.Status.EXPIRED, decided_at=now,
+        decided_by=EXPIRED_BY_STOP if stopped else EXPIRED_BY_TIMEOUT)
     approval = Approval.objects.select_related("agent").get(pk=approval_id)
     if expired:
         realtime.send_event_on_commit(events.approval_decided(approval))
+        if not approval.decided_by_client:
+            realtime.send_event_on_commit(events.approvals_pending)
         webhook_event_send(type="approval.decided", data=webhook_approval_data(approval))
         audit_record(actor=SYSTEM, action="expire", target=f"approval:{approval.pk}",
                      detail={"agent": approval.agent.slug, "thread": str(approval.thread_id),

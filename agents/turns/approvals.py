@@ -44,6 +44,7 @@ async def approval_wait(turn: Any, spec: Any, call_id: str, arguments: str) -> s
     future: asyncio.Future[None] = loop.create_future()
     _waiting[str(approval_id)] = (loop, future)
     refused: str | None = None
+    stopped = False  # the turn stopped while it waited (a client gone, a kill)
     try:
         try:
             await run_db(services.approval_request, approval_id=approval_id,
@@ -59,12 +60,16 @@ async def approval_wait(turn: Any, spec: Any, call_id: str, arguments: str) -> s
                     await future
             except TimeoutError:
                 pass
+    except asyncio.CancelledError:
+        stopped = True
+        raise
     finally:
         _waiting.pop(str(approval_id), None)
         turn.waiting_for_approval(False)
         if refused is None:
             approval = await asyncio.shield(run_db(services.approval_settle,
-                                                   approval_id=approval_id, agent=agent))
+                                                   approval_id=approval_id, agent=agent,
+                                                   stopped=stopped))
     if refused is not None:
         return refused
     if approval.status == Approval.Status.APPROVED:

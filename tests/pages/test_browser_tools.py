@@ -139,7 +139,11 @@ def test_approve_a_tool_call_from_the_thread_page(page, gaia_server, careful, ap
     words = check_call_drawn(page, result="42", failed=False)
     screenshot(page, "thread-tool-call")
     check_reload_draws_the_same(page, words)
-    expect()(page.locator("#approvals")).to_be_hidden()  # nothing waits any more
+    # nothing waits any more; the decided approval stays, with its outcome and no expiry
+    card = page.locator("#approvals article.approval")
+    expect()(card).to_have_attribute("data-status", "approved")
+    expect()(card.locator(".approval-outcome")).to_have_text("approved by user:operator")
+    expect()(card).not_to_contain_text("expires")
 
 
 def test_deny_a_tool_call_from_the_thread_page(page, gaia_server, careful, api_key):

@@ -251,7 +251,8 @@ def test_thread_page_draws_tool_calls_with_their_results_and_pending_approvals(
         thread=thread, agent=agent, call_id="c2", tool="calculator", server="gaia",
         arguments='{"expression": "<i>1</i>"}', expires_at=timezone.now() + timedelta(minutes=5))
     Approval.objects.create(thread=thread, agent=agent, call_id="c0", tool="calculator",
-                            status="approved", expires_at=timezone.now())  # decided: not shown
+                            status="approved", decided_by="user:op",
+                            expires_at=timezone.now())  # decided: kept, with its outcome
     html = staff_client.get(f"/threads/{thread.pk}/").text
 
     calls = re.findall(r'<details class="tool-call[^"]*"[^>]*>', html)
@@ -270,7 +271,9 @@ def test_thread_page_draws_tool_calls_with_their_results_and_pending_approvals(
     # the call that waits, and its approval with the buttons
     assert 'class="tool-state">waiting for approval<' in html
     assert re.search(r'<section id="approvals" class="approvals" aria-live="polite" >', html)
-    assert html.count('<article class="approval"') == 1
+    assert html.count('<article class="approval"') == 2
+    assert 'data-status="approved"' in html
+    assert 'approved</span> by <span class="decided-by">user:op</span>' in html
     assert f'action="/api/v1/approvals/{approval.pk}"' in html
     assert "&lt;i&gt;1&lt;/i&gt;" in html
     assert 'value="approve"' in html

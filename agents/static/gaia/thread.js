@@ -140,15 +140,16 @@
   }
 
   // ------------------------------------------------------------------------------------------
-  // Approvals: a card new to the page is added if it waits; a waiting one shows its outcome
-  // once decided (never undone by a late word that it waits); what is typed in one stays.
+  // Approvals: a card new to the page is added (decided ones stay, with their outcome); a
+  // waiting one shows its outcome once decided (never undone by a late word that it waits);
+  // what is typed in one stays.
 
   var list = q("#approval-list");
   var approvals = G.refresher(function () {
     return G.fragment("approvals", "status=any&thread=" + encodeURIComponent(THREAD_ID)).then(function (frag) {
       qa("article.approval", frag).forEach(function (card) {
         var shown = q("article" + attrSel("data-approval-id", card.dataset.approvalId), list);
-        if (!shown && card.dataset.status === "pending") {
+        if (!shown) {
           list.appendChild(card);
           show(q("#approvals"), true);
         } else if (shown && shown.dataset.status === "pending" && card.dataset.status !== "pending") {

@@ -30,6 +30,9 @@
     });
   }, 250);
 
+  /* A thread at work: its turn runs, or waits for an approval (models.Thread.RUNNING). */
+  function running(status) { return status === "active" || status === "waiting"; }
+
   /* Whether a change to a thread of ``agent`` (of benchmark run ``run``) may change the rows. */
   function concerns(threadId, agent, run) {
     if (q("tr[data-thread=\"" + CSS.escape(String(threadId)) + "\"]", tbody)) return true;
@@ -43,10 +46,10 @@
     attach: function (feed) {
       feed.on("thread_created", function (evt) {
         var t = evt.thread;
-        if (PAGE === "dashboard" ? t.status === "active" : concerns(t.id, t.agent, t.run)) rows.schedule();
+        if (PAGE === "dashboard" ? running(t.status) : concerns(t.id, t.agent, t.run)) rows.schedule();
       });
       feed.on("thread_updated", function (evt) {
-        if (concerns(evt.thread_id, evt.agent, null) && (PAGE !== "dashboard" || evt.status === "active" ||
+        if (concerns(evt.thread_id, evt.agent, null) && (PAGE !== "dashboard" || running(evt.status) ||
             q("tr[data-thread=\"" + CSS.escape(String(evt.thread_id)) + "\"]", tbody))) rows.schedule();
       });
     },
