@@ -3,7 +3,9 @@
  * data-type int|float|bool|json|datetime converted; an empty field left out unless
  * data-send-empty) and sent with its method; the API's 400 names the field, and its message
  * shows next to that field. Then: data-then="secret" shows a new key's secret once, "reload"
- * reloads, "goto" opens data-goto with {name} filled from the answer; data-confirm asks first. */
+ * reloads, "goto" opens data-goto with {name} filled from the answer, and every form sends
+ * the event gaia:saved with the answer (data-then="event": only that); data-confirm asks
+ * first. */
 (function () {
   "use strict";
 
@@ -97,11 +99,13 @@
         form.reset();
         addKeyRow();
         notice("Key " + data.name + " made: copy its secret now.");
-      } else if (then === "goto") {
-        window.location.assign(form.dataset.goto.replace("{name}", encodeURIComponent(data.name)));
+      } else if (then === "goto") {  // a delete answers nothing: its page names no {name}
+        window.location.assign(form.dataset.goto.replace("{name}", encodeURIComponent(data ? data.name : "")));
       } else if (then === "reload") {
         window.location.reload();
       }
+      // data-then="event": the page's own script takes the answer (webhooks.js)
+      form.dispatchEvent(new CustomEvent("gaia:saved", { detail: data, bubbles: true }));
     }).catch(function (err) { showError(form, err); })
       .then(function () { button.disabled = false; });
   });
