@@ -73,6 +73,6 @@ def _delivery_rows(request: HttpRequest) -> dict[str, Any]:
 # The pages' partials, for webhooks.js to swap in (agents.pages.views.fragment); registered
 # when the console's URLs import this module.
 FRAGMENTS.update({
-    "webhook-rows": ("ui/_webhook_rows.html", _webhook_list_context),
+    "webhook-table": ("ui/_webhook_table.html", _webhook_list_context),
     "delivery-rows": ("ui/_delivery_rows.html", _delivery_rows),
 })

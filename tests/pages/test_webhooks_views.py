@@ -48,7 +48,7 @@ def test_the_webhook_pages_are_for_staff_only(path: str) -> None:
     plain = Client(**HTML)
     plain.force_login(get_user_model().objects.create_user("plain", password="pw-plain-123"))
     assert plain.get(path)["Location"].startswith("/login/")
-    assert plain.get("/fragments/webhook-rows/")["Location"].startswith("/login/")
+    assert plain.get("/fragments/webhook-table/")["Location"].startswith("/login/")
 
 
 def test_the_list_shows_each_endpoint_its_last_delivery_and_never_a_secret(
@@ -80,7 +80,7 @@ def test_the_list_shows_each_endpoint_its_last_delivery_and_never_a_secret(
     assert 'action="/api/v1/webhooks"' in html
     assert f'method="delete" action="/api/v1/webhooks/{busy.pk}"' in html
     assert "data-confirm=" in html
-    fragment_in_page(staff_client, "/webhooks/", "/fragments/webhook-rows/")
+    fragment_in_page(staff_client, "/webhooks/", "/fragments/webhook-table/")
 
 
 def test_an_endpoints_page_shows_its_delivery_log_paged_and_filtered(

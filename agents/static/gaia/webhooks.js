@@ -19,9 +19,9 @@
     q("#webhook-copied").hidden = true;
     form.reset();
     G.notice("Endpoint " + e.detail.url + " added: copy its secret now.");
-    var rows = q("#webhook-rows");
-    G.fragment("webhook-rows", window.location.search.slice(1)).then(function (frag) {
-      rows.replaceChildren(frag);
+    var table = q("#webhook-table");  // the rows and the pager's count
+    G.fragment("webhook-table", window.location.search.slice(1)).then(function (frag) {
+      table.replaceChildren(frag);
     }).catch(G.fail);
   });
 
