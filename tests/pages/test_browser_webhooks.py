@@ -178,6 +178,7 @@ def test_webhooks_are_managed_and_their_deliveries_followed_on_their_page(
     page.click("#confirm-yes")
     expect()(page.locator(f'tr[data-webhook="{endpoint.pk}"]')).to_have_count(0)
     assert not WebhookEndpoint.objects.exists()
-    assert [e.action for e in AuditEvent.objects.filter(target=f"webhook:{endpoint.pk}")
-            .order_by("pk")] == ["webhook_create", "webhook_redeliver", "webhook_update",
-                                 "webhook_update", "webhook_delete"]
+    trail = AuditEvent.objects.filter(target=f"webhook:{endpoint.pk}").order_by("pk")
+    assert [e.action for e in trail] == ["webhook_create", "webhook_redeliver",
+                                         "webhook_update", "webhook_update", "webhook_delete"]
+    assert {(e.actor, e.channel) for e in trail} == {("user:operator", "rest")}  # the API's
