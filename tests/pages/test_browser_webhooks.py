@@ -181,4 +181,5 @@ def test_webhooks_are_managed_and_their_deliveries_followed_on_their_page(
     trail = AuditEvent.objects.filter(target=f"webhook:{endpoint.pk}").order_by("pk")
     assert [e.action for e in trail] == ["webhook_create", "webhook_redeliver",
                                          "webhook_update", "webhook_update", "webhook_delete"]
-    assert {(e.actor, e.channel) for e in trail} == {("user:operator", "rest")}  # the API's
+    # the API's, saying it came from the console
+    assert {(e.actor, e.channel) for e in trail} == {("user:operator", "page")}
