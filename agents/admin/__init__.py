@@ -474,3 +474,4 @@ class ApprovalAdmin(admin.ModelAdmin):
 from agents.admin.schedules import ScheduleForm  # noqa: E402, F401
 from agents.admin.spend import BudgetForm  # noqa: E402, F401
 from agents.admin.tools import A2aAgentForm, McpServerForm  # noqa: E402, F401
+from agents.admin.webhooks import WebhookEndpointAdmin  # noqa: E402, F401

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from agents.pages import approvals, views
+from agents.pages import approvals, views, webhooks
 
 app_name = "ui"
 
@@ -19,6 +19,8 @@ urlpatterns = [
     path("providers/", views.provider_list, name="providers"),
     path("providers/<str:name>/", views.provider_detail, name="provider"),
     path("budgets/", views.budget_list, name="budgets"),
+    path("webhooks/", webhooks.webhook_list, name="webhooks"),
+    path("webhooks/<str:endpoint_id>/", webhooks.webhook_detail, name="webhook"),
     path("audit/", views.audit_list, name="audit"),
     path("approvals/", approvals.approval_inbox, name="approvals"),
     path("fragments/<str:name>/", views.fragment, name="fragment"),

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db.models import QuerySet
+from django.db.models import OuterRef, QuerySet, Subquery
 
 from agents.kernel.exceptions import NotFound
 from agents.models import WebhookDelivery, WebhookEndpoint
@@ -55,6 +55,16 @@ def webhook_endpoint_get(*, endpoint_id: Any) -> WebhookEndpoint:
 
 def webhook_endpoint_list() -> QuerySet[WebhookEndpoint]:
     return WebhookEndpoint.objects.order_by("pk")
+
+
+def webhook_endpoint_list_with_last() -> QuerySet[WebhookEndpoint]:
+    """The endpoints, each with its latest delivery's ``last_state``, ``last_at`` (when it
+    was made) and ``last_status_code`` (one indexed read per endpoint: the console's list)."""
+    latest = WebhookDelivery.objects.filter(endpoint=OuterRef("pk")).order_by("-pk")
+    return webhook_endpoint_list().annotate(
+        last_state=Subquery(latest.values("state")[:1]),
+        last_at=Subquery(latest.values("created_at")[:1]),
+        last_status_code=Subquery(latest.values("status_code")[:1]))
 
 
 def webhook_endpoint_public(endpoint: WebhookEndpoint) -> dict[str, Any]:

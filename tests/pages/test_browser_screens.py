@@ -53,7 +53,8 @@ def pages(world: dict[str, Any]) -> list[tuple[str, str]]:
         ("compare", f"/runs/compare/?runs={world['run']}"), ("suites", "/runs/suites/"),
         ("suite", f"/runs/suites/{world['suite']}/"), ("keys", "/keys/"),
         ("key", f"/keys/{world['key']}/"), ("providers", "/providers/"),
-        ("provider", f"/providers/{world['provider']}/"), ("audit", "/audit/"),
+        ("provider", f"/providers/{world['provider']}/"), ("webhooks", "/webhooks/"),
+        ("audit", "/audit/"),
         ("not-found", "/no/such/page/")]
 
 

@@ -14,7 +14,8 @@ from agents.models import Message, Thread
 pytestmark = pytest.mark.django_db
 
 PAGES = ["/", "/agents/", "/threads/", "/runs/", "/runs/new/", "/runs/compare/?runs=1,2",
-         "/runs/suites/", "/keys/", "/providers/", "/audit/"]  # a run: test_browser.py
+         "/runs/suites/", "/keys/", "/providers/", "/webhooks/",
+         "/audit/"]  # a run: test_browser.py
 
 
 @pytest.fixture

@@ -4,7 +4,8 @@
  * data-send-empty) and sent with its method; the API's 400 names the field, and its message
  * shows next to that field. Then: data-then="secret" shows a new key's secret once, "reload"
  * reloads, "goto" opens data-goto with {name} filled from the answer's data-goto-key (default
- * name); data-confirm asks first. */
+ * name), and every form sends the event gaia:saved with the answer (data-then="event": only
+ * that); data-confirm asks first. */
 (function () {
   "use strict";
 
@@ -104,6 +105,8 @@
       } else if (then === "reload") {
         window.location.reload();
       }
+      // data-then="event": the page's own script takes the answer (webhooks.js)
+      form.dispatchEvent(new CustomEvent("gaia:saved", { detail: data, bubbles: true }));
     }).catch(function (err) { showError(form, err); })
       .then(function () { button.disabled = false; });
   });
