@@ -134,6 +134,11 @@ from agents.selectors.threads import (
     thread_public_row,
     thread_total,
 )
+from agents.selectors.traces import (
+    thread_parent,
+    turn_list,
+    turn_trace,
+)
 from agents.selectors.usage import (
     usage_filters_resolve,
     usage_summary,
@@ -257,6 +262,9 @@ __all__ = [
     "thread_public",
     "thread_public_row",
     "thread_total",
+    "thread_parent",
+    "turn_list",
+    "turn_trace",
     "turn_waiting",
     "address_private",
     "webhook_delivery_get",
