@@ -136,6 +136,7 @@ from agents.selectors.threads import (
 )
 from agents.selectors.traces import (
     thread_parent,
+    turn_count_before,
     turn_list,
     turn_trace,
 )
@@ -263,6 +264,7 @@ __all__ = [
     "thread_public_row",
     "thread_total",
     "thread_parent",
+    "turn_count_before",
     "turn_list",
     "turn_trace",
     "turn_waiting",

@@ -304,6 +304,12 @@ def turn_trace(*, thread: Thread, index: int) -> dict[str, Any]:
     return _clean(node)
 
 
+def turn_count_before(*, thread_id: Any, seq: int) -> int:
+    """How many turns of the thread begin before its message ``seq``."""
+    return Message.objects.filter(thread_id=thread_id, seq__lt=seq, role=Message.Role.USER,
+                                  internal=False).count()
+
+
 def thread_parent(*, thread: Thread) -> dict[str, Any] | None:
     """Who called this thread's agent (a child thread's caller): the parent thread, its
     agent, the calling message and which of its turns it was, else ``None``."""
