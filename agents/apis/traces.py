@@ -6,7 +6,7 @@ waits, delegations to other agents with their child threads) on one time axis
 from __future__ import annotations
 
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema, extend_schema_serializer
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_serializer
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -45,7 +45,9 @@ class TurnTraceApi(OperatorApi):
     stored says); the shape is in the operators' manual ("A turn's trace")."""
 
     @extend_schema(responses=OpenApiTypes.OBJECT, summary="A turn's trace: its steps as a tree "
-                   "on one time axis", operation_id="threads_turns_retrieve")
+                   "on one time axis", operation_id="threads_turns_retrieve",
+                   parameters=[OpenApiParameter("n", OpenApiTypes.INT, OpenApiParameter.PATH,
+                                                description="The turn, from 0.")])
     def get(self, request: Request, thread_id: str, n: str) -> Response:
         thread = selectors.thread_get(thread_id=thread_id)
         note(request, agent=thread.agent.slug, thread=str(thread.pk))
