@@ -3,7 +3,17 @@
 from django.urls import path, re_path
 
 from agents import apis
-from agents.apis import agent_admin, console, organism, schedules, spend, tools, usage, webhooks
+from agents.apis import (
+    agent_admin,
+    console,
+    organism,
+    schedules,
+    spend,
+    tools,
+    traces,
+    usage,
+    webhooks,
+)
 
 app_name = "operator"
 
@@ -29,6 +39,10 @@ urlpatterns = [
     path("threads/<str:thread_id>", apis.ThreadDetailApi.as_view(), name="thread-detail"),
     path("threads/<str:thread_id>/messages", apis.ThreadMessageListApi.as_view(),
          name="thread-messages"),
+    path("threads/<str:thread_id>/turns", traces.TurnListApi.as_view(), name="thread-turns"),
+    # str, not int: "-1" or "x" is an unknown turn (404), not another route's
+    path("threads/<str:thread_id>/turns/<str:n>", traces.TurnTraceApi.as_view(),
+         name="thread-turn"),
     path("threads/<str:thread_id>/kill", apis.ThreadKillApi.as_view(), name="thread-kill"),
     path("messages", apis.MessageListApi.as_view(), name="message-list"),
     path("approvals", tools.ApprovalListApi.as_view(), name="approval-list"),

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from agents.pages import approvals, views, webhooks
+from agents.pages import approvals, traces, views, webhooks
 
 app_name = "ui"
 
@@ -14,6 +14,7 @@ urlpatterns = [
     path("agents/<path:slug>/", views.agent_detail, name="agent"),
     path("threads/", views.thread_list, name="threads"),
     path("threads/<str:thread_id>/", views.thread_detail, name="thread"),
+    path("threads/<str:thread_id>/turns/<str:n>/", traces.turn_trace, name="turn-trace"),
     path("keys/", views.key_list, name="keys"),
     path("keys/<str:key_id>/", views.key_detail, name="key"),
     path("providers/", views.provider_list, name="providers"),

@@ -242,9 +242,28 @@ def _thread_context(request: HttpRequest, thread_id: str) -> dict[str, Any]:
             m["calls"] = [{"id": call_id, "name": name, "arguments": None,
                            "origin": payload.get("origin"), "result": m}]
         messages.append(m)
+    _mark_turns(thread, rows, messages)
     shown["messages"] = messages
     return {"page": "thread", "thread": shown, "older": older, "before": before,
-            "approvals": [selectors.approval_public(a) for a in approvals]}
+            "approvals": [selectors.approval_public(a) for a in approvals],
+            "parent": selectors.thread_parent(thread=thread)}
+
+
+def _mark_turns(thread: Thread, rows: list[Any], messages: list[dict[str, Any]]) -> None:
+    """Give each turn's last reply on the page its turn's index (``trace_turn``: its "Trace"
+    toggle, agents/pages/traces.py); turns count the client's messages, as the trace API."""
+    if not rows:
+        return
+    turn = selectors.turn_count_before(thread_id=thread.pk, seq=rows[0].seq) - 1
+    last: dict[int, dict[str, Any]] = {}
+    by_id = {m["id"]: m for m in messages}
+    for row in rows:
+        if row.role == "user" and not row.internal:
+            turn += 1
+        elif row.role == "assistant" and not row.internal and row.pk in by_id:
+            last[max(turn, 0)] = by_id[row.pk]
+    for index, m in last.items():
+        m["trace_turn"] = index
 
 
 @staff_required

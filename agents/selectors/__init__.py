@@ -136,6 +136,12 @@ from agents.selectors.threads import (
     thread_public_row,
     thread_total,
 )
+from agents.selectors.traces import (
+    thread_parent,
+    turn_count_before,
+    turn_list,
+    turn_trace,
+)
 from agents.selectors.usage import (
     usage_filters_resolve,
     usage_summary,
@@ -262,6 +268,10 @@ __all__ = [
     "thread_public",
     "thread_public_row",
     "thread_total",
+    "thread_parent",
+    "turn_count_before",
+    "turn_list",
+    "turn_trace",
     "turn_waiting",
     "address_private",
     "webhook_delivery_get",

@@ -102,7 +102,7 @@ def world(gaia_server: Any, make_key: Any, make_agent: Any) -> Iterator[dict[str
     yield {"slug": agent.slug, "thread_id": str(start.thread_id), "run_id": run.pk,
            "replay_run_id": replay.pk, "suite_id": conversations.pk,
            "name": "summary.json", "secret": secret, "memory_id": memory.pk,
-           "approval_id": str(approval.pk), "budget_id": budget.pk}
+           "approval_id": str(approval.pk), "budget_id": budget.pk, "n": 0}
     _purge_queued_runs()
 
 
@@ -164,7 +164,7 @@ def test_operation_survives_fuzzing(method: str, path: str, live_schema: Any,
                                     world: dict[str, Any], gaia_server: Any) -> None:
     operation = live_schema[path][method]
     real = {name: world[name] for name in ("slug", "thread_id", "run_id", "name", "memory_id",
-                                           "approval_id", "suite_id", "budget_id")
+                                           "approval_id", "suite_id", "budget_id", "n")
             if "{" + name + "}" in path}
     if path.endswith("/cases") and "run_id" in real:  # only a replay run has cases
         real["run_id"] = world["replay_run_id"]

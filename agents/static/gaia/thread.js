@@ -7,7 +7,7 @@
 
   var G = window.Gaia;
   var q = G.q, qa = G.qa, attrSel = G.attrSel, show = G.show, PAGE = G.PAGE, body = document.body;
-  if (PAGE !== "thread") return;
+  if (PAGE !== "thread" || !q("#messages")) return;  // a turn's trace page: no messages
   var THREAD_ID = body.dataset.thread;
   var box = q("#messages");
   // A page of earlier messages (?before=): new ones belong to the latest page, not here.
@@ -38,6 +38,7 @@
       qa("article[data-message-id][data-response-id]", frag).forEach(function (a) { stored[a.dataset.responseId] = true; });
       // what the operator opened stays open; what the feed said of a running call stays said
       var opened = qa("details.tool-call[open]", box).map(function (d) { return d.dataset.callId; });
+      var traced = qa("details.turn-trace[open]", box).map(function (d) { return d.dataset.turn; });
       var said = {};
       qa("details.tool-call .tool-state", box).forEach(function (s) { said[s.closest("details").dataset.callId] = s.textContent; });
       // a reply still growing stays (until its stored message is here), after the stored ones
@@ -48,12 +49,34 @@
       opened.forEach(function (id) {
         qa("details.tool-call" + attrSel("data-call-id", id), box).forEach(function (d) { d.open = true; });
       });
+      traced.forEach(function (n) {
+        qa("details.turn-trace" + attrSel("data-turn", n), box).forEach(function (d) { d.open = true; });
+      });
       Object.keys(said).forEach(function (id) {
         var call = callFor(id);
         if (call && said[id] === "running…") setToolState(call, said[id]);
       });
     });
   }, 50);
+
+  /* A turn's "Trace" toggle: its tree (templates/ui/_trace.html), read from the server each
+   * time it opens (a turn still running grows). Toggle events do not bubble: caught on the way
+   * down. */
+  box.addEventListener("toggle", function (evt) {
+    var d = evt.target;
+    if (!d.matches || !d.matches("details.turn-trace") || !d.open) return;
+    var target = q(".turn-trace-body", d);
+    fetch(d.dataset.src, { credentials: "same-origin", headers: { "Accept": "text/html" } }).then(function (r) {
+      if (!r.ok) throw new Error("HTTP " + r.status + " for " + d.dataset.src);
+      return r.text();
+    }).then(function (html) {
+      var t = document.createElement("template");
+      t.innerHTML = html;  // our server's template, escaped by Django; scripts never run here
+      G.humanTimes(t.content);
+      target.replaceChildren(t.content);
+      d.dataset.loaded = "1";
+    }).catch(G.fail);
+  }, true);
 
   /* The thread header's token totals: the thread's own (a read), plus each new message's. */
   var counted = {};
