@@ -8,6 +8,7 @@ Celery broker to Redis and the cache (rate limits) to Redis.
 
 from __future__ import annotations
 
+import os
 import secrets
 from pathlib import Path
 
@@ -30,8 +31,18 @@ def _secret_key() -> str:
         return key
     path = DATA_DIR / "secret_key"
     if not path.exists():
-        path.write_text(secrets.token_urlsafe(50))
-        path.chmod(0o600)
+        # Made whole, then linked into place: processes starting together (CI's two legs,
+        # a server and its workers) each either make it or read a whole one. Written in
+        # place, one read it empty while another wrote it, and ran with no key at all.
+        tmp = path.with_name(f".secret_key.{os.getpid()}")
+        tmp.write_text(secrets.token_urlsafe(50))
+        tmp.chmod(0o600)
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass  # another process made it first: its key is the one
+        finally:
+            tmp.unlink()
     return path.read_text().strip()
 
 

@@ -46,3 +46,29 @@ def test_celery_mode_follows_redis_url(settings):
         assert not app.conf.task_always_eager
     else:
         assert app.conf.task_always_eager
+
+
+def test_processes_starting_together_share_one_whole_secret_key(tmp_path):
+    """CI's two legs (and a server beside its workers) start at once on a fresh data dir:
+    each process either makes the key file or reads a whole one, so all hold the same
+    non-empty key (written in place, one read it empty and ran its sessions with no key)."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    code = "from django.conf import settings; print(settings.SECRET_KEY)"
+    env = {**os.environ, "GAIA_DATA_DIR": str(tmp_path), "DJANGO_SETTINGS_MODULE":
+           "gaia_site.settings"}
+    env.pop("SECRET_KEY", None)
+    procs = [subprocess.Popen([sys.executable, "-c", "import django; django.setup(); " + code],
+                              cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
+             for _ in range(8)]
+    keys = {p.communicate(timeout=120)[0].strip() for p in procs}
+    assert all(p.returncode == 0 for p in procs)
+    assert len(keys) == 1, keys
+    (key,) = keys
+    assert len(key) > 40
+    assert (tmp_path / "secret_key").read_text().strip() == key
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["secret_key"]  # no leftovers
