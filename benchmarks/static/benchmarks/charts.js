@@ -40,7 +40,9 @@
       // A label longer than its column loses its end, not its start (the run's "#id"); the
       // bar's own title holds it whole.
       var label = String(it.label);
-      var shown = label.length > 20 ? label.slice(0, 19) + "\u2026" : label;
+      // (cut to 18 characters first: a font's average glyph keeps that inside the column
+      // before the page has laid the chart out and it can be measured)
+      var shown = label.length > 18 ? label.slice(0, 17) + "\u2026" : label;
       var text = el("text", { x: labelW - 6, y: y + 15, "text-anchor": "end", "class": "bar-label" }, shown);
       text.appendChild(el("title", {}, label));
       svg.appendChild(text);
@@ -59,16 +61,23 @@
   /* Shorten each bar's label (its end, keeping the run's "#id") until it fits its column as
    * drawn: a count of characters let wide ones run off the chart's left edge ("‡2" for
    * "#12 …"). A chart not on screen yet measures nothing and keeps its labels. */
-  function fitLabels(svg, room) {
+  function fitLabels(svg, room, tries) {
+    var unmeasured = false;
     svg.querySelectorAll("text.bar-label").forEach(function (text) {
       var node = text.firstChild;  // the words; the <title> after them holds the whole label
-      if (!node || node.nodeType !== 3 || !text.getComputedTextLength()) return;
+      if (!node || node.nodeType !== 3) return;
+      if (!text.getComputedTextLength()) { unmeasured = true; return; }
       var words = node.nodeValue.replace(/\u2026$/, "");
       while (text.getComputedTextLength() > room && words.length > 1) {
         words = words.slice(0, -1);
         node.nodeValue = words + "\u2026";
       }
     });
+    // drawn before the page laid it out (the charts are drawn as their data comes): once it is
+    tries = tries || 0;
+    if (unmeasured && tries < 50) {
+      window.requestAnimationFrame(function () { fitLabels(svg, room, tries + 1); });
+    }
   }
 
   /* A timeline: one row per lane, segments [start, end) in ms.
