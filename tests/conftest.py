@@ -7,6 +7,7 @@ commit their data: mark them ``@pytest.mark.django_db(transaction=True)``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -220,14 +221,23 @@ def knowledge_indexer(django_db_setup: Any, tmp_path: Any) -> Iterator[str]:
     if not url:
         yield "thread"
         return
-    log = open(tmp_path / "celery.log", "wb")  # noqa: SIM115 - closed below
-    env = {**os.environ, "DATABASE_URL": live_database_url(), "REDIS_URL": url}
+    with celery_worker_process(tmp_path / "celery.log"):
+        yield "celery"
+
+
+@contextlib.contextmanager
+def celery_worker_process(log_path: Path, **env: str) -> Iterator[subprocess.Popen[bytes]]:
+    """A real Celery worker process (one, solo) on the test database and ``REDIS_URL``, with
+    ``env`` on top of this process's; stopped (and its log closed) when the block ends."""
+    log = open(log_path, "wb")  # noqa: SIM115 - closed below
     proc = subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "gaia_site", "worker", "--pool", "solo",
          "--concurrency", "1", "--loglevel", "info", "--without-gossip", "--without-mingle",
-         "--without-heartbeat"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+         "--without-heartbeat"], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+        env={**os.environ, "DATABASE_URL": live_database_url(),
+             "REDIS_URL": os.environ["REDIS_URL"], **env})
     try:
-        yield "celery"
+        yield proc
     finally:
         proc.terminate()
         try:

@@ -8,8 +8,6 @@ timeout without holding the worker."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -23,7 +21,7 @@ from standardwebhooks import Webhook
 
 from agents import services
 from agents.models import Approval, Thread, WebhookDelivery
-from tests.conftest import ROOT, live_database_url
+from tests.conftest import celery_worker_process
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -109,22 +107,8 @@ def webhook_sender(receiver: Receiver, settings: Any, django_db_setup: Any,
     if not url:
         yield "embedded"
         return
-    log = open(tmp_path / "celery.log", "wb")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "gaia_site", "worker", "--pool", "solo",
-         "--concurrency", "1", "--loglevel", "info", "--without-gossip", "--without-mingle",
-         "--without-heartbeat"], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-        env={**os.environ, "DATABASE_URL": live_database_url(), "REDIS_URL": url, **env})
-    try:
+    with celery_worker_process(tmp_path / "celery.log", **env):
         yield "celery"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
-        log.close()
 
 
 def wait_for(check: Callable[[], Any], what: str, seconds: float = 60) -> Any:

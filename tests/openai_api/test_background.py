@@ -5,8 +5,6 @@ embedded worker thread without (as ``./run`` does)."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
@@ -18,7 +16,7 @@ from django.utils import timezone
 
 from agents import services
 from agents.models import BackgroundResponse, Message, Thread
-from tests.conftest import ROOT, live_database_url
+from tests.conftest import celery_worker_process
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -33,23 +31,8 @@ def background_worker(django_db_setup: Any, tmp_path: Any) -> Iterator[str]:
     if not url:
         yield "embedded"
         return
-    log = open(tmp_path / "celery.log", "wb")  # noqa: SIM115 - closed below
-    env = {**os.environ, "DATABASE_URL": live_database_url(), "REDIS_URL": url,
-           "GAIA_BENCH_REAP_SECONDS": "3600"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "gaia_site", "worker", "--pool", "solo",
-         "--concurrency", "1", "--loglevel", "info", "--without-gossip", "--without-mingle",
-         "--without-heartbeat"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    try:
+    with celery_worker_process(tmp_path / "celery.log", GAIA_BENCH_REAP_SECONDS="3600"):
         yield "celery"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
-        log.close()
 
 
 @pytest.fixture
