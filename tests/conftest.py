@@ -33,6 +33,9 @@ os.environ.setdefault("GAIA_EMBEDDED_WORKER", "0")
 # late for this process (settings.GAIA_EMBEDDED_WORKER was True: an in-process import of
 # gaia_site.asgi started a worker that kept polling the test database).
 django_settings.GAIA_EMBEDDED_WORKER = False
+# Nor an embedded background-response worker (the same import started one, which polled the
+# test database between tests: "Database access not allowed"); the servers' own run them.
+django_settings.GAIA_BACKGROUND_EMBEDDED = False
 
 
 def free_port() -> int:
