@@ -201,7 +201,7 @@ def suite_get(*, ref: Any) -> BenchmarkSuite | None:
         return None
     name, _, version = ref.partition("@")
     if version:
-        return suites.filter(name=name, version=int(version)).first() if version.isdigit() \
+        return suites.filter(name=name, version=int(version)).first() if version.isdecimal() \
             else None
     return suites.filter(name=name).order_by("-version").first()
 
@@ -218,7 +218,7 @@ def run_list(*, status: str | None = None, suite: str | None = None,
         runs = runs.filter(kind=kind)
     if suite:
         runs = runs.filter(suite__name=suite.partition("@")[0])
-        if "@" in suite and suite.partition("@")[2].isdigit():
+        if "@" in suite and suite.partition("@")[2].isdecimal():
             runs = runs.filter(suite__version=int(suite.partition("@")[2]))
     if protocol:
         runs = runs.filter(protocol=protocol)

@@ -51,7 +51,7 @@ class TurnTraceApi(OperatorApi):
     def get(self, request: Request, thread_id: str, n: str) -> Response:
         thread = selectors.thread_get(thread_id=thread_id)
         note(request, agent=thread.agent.slug, thread=str(thread.pk))
-        if not n.isdigit() or len(n) > 9:
+        if not n.isdecimal() or len(n) > 9:
             raise NotFound(f"No turn {n!r}: a turn is a number from 0.", code="turn_not_found",
                            param="n")
         trace = selectors.turn_trace(thread=thread, index=int(n))

@@ -41,7 +41,7 @@ def _bars(node: dict[str, Any], t0: datetime, total_ms: float) -> None:
 def trace_context(thread_id: str, n: str) -> dict[str, Any]:
     try:
         thread = selectors.thread_get(thread_id=thread_id)
-        if not n.isdigit() or len(n) > 9:
+        if not n.isdecimal() or len(n) > 9:
             raise NotFound(f"No turn {n!r}.", code="turn_not_found")
         trace = selectors.turn_trace(thread=thread, index=int(n))
     except NotFound as exc:

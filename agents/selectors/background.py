@@ -35,7 +35,10 @@ def background_events_key(response_id: str) -> str:
 
 def background_response_get(*, response_id: str, api_key: ApiKey | None
                             ) -> BackgroundResponse | None:
-    """The background response ``response_id`` of ``api_key`` (another key's is none)."""
+    """The background response ``response_id`` of ``api_key`` (another key's is none; an
+    id no response can have, such as one holding a NUL that PostgreSQL refuses, is none)."""
+    if "\x00" in response_id or len(response_id) > 100:
+        return None
     rows = BackgroundResponse.objects.filter(pk=response_id)
     rows = rows.filter(api_key=api_key) if api_key is not None else rows.filter(
         api_key__isnull=True)

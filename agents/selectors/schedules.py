@@ -26,7 +26,7 @@ def schedule_get(*, schedule_id: Any) -> Schedule:
     """The schedule ``schedule_id``; :class:`NotFound` (404) for any other id."""
     found = (Schedule.objects.select_related("agent", "periodic_task")
              .filter(pk=int(schedule_id)).first()
-             if str(schedule_id).isdigit() and len(str(schedule_id)) < 19 else None)
+             if str(schedule_id).isdecimal() and len(str(schedule_id)) < 19 else None)
     if found is None:
         raise NotFound(f"No schedule {schedule_id}.", code="schedule_not_found")
     return found

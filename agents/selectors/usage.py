@@ -158,7 +158,7 @@ def usage_filters_resolve(*, agent: str | None = None, key: str | None = None
             raise NotFound(f"No agent {agent!r}.", param="agent", code="agent_not_found")
     if key is not None:
         match = ApiKey.objects.filter(prefix=key)
-        if key.isdigit():
+        if key.isdecimal():
             match = ApiKey.objects.filter(pk=int(key)) | match
         key_id = match.values_list("pk", flat=True).first()
         if key_id is None:

@@ -40,7 +40,7 @@ def webhook_endpoints_for(event_type: str) -> list[int]:
 
 def _id(value: Any) -> int | None:
     text = str(value)
-    return int(text) if text.isdigit() and len(text) < 19 else None
+    return int(text) if text.isdecimal() and len(text) < 19 else None
 
 
 def webhook_endpoint_get(*, endpoint_id: Any) -> WebhookEndpoint:

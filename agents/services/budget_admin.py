@@ -95,7 +95,7 @@ def budget_delete(*, budget: Budget, actor: Actor | None) -> None:
 
 
 def _key_named(value: Any) -> ApiKey:
-    rows = ApiKey.objects.filter(pk=int(value)) if str(value).isdigit() else \
+    rows = ApiKey.objects.filter(pk=int(value)) if str(value).isdecimal() else \
         ApiKey.objects.filter(prefix=str(value))
     found = rows.first()
     if found is None:

@@ -50,7 +50,7 @@ def memory_remember(*, agent: Agent, scope: str, text: str, thread_id: Any = Non
 def memory_delete(*, agent: Agent, memory_id: Any) -> None:
     """Forget one fact of ``agent``; :class:`NotFound` if it has no such memory."""
     key = str(memory_id)
-    if not key.isdigit() or len(key) > 18 or not Memory.objects.filter(
+    if not key.isdecimal() or len(key) > 18 or not Memory.objects.filter(
             agent=agent, pk=int(key)).delete()[0]:
         raise NotFound(f"The agent '{agent.slug}' has no memory {memory_id}.",
                        code="memory_not_found", param="memory_id")

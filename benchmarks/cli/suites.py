@@ -48,7 +48,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
 
 def suite_ref(text: str) -> int | str:
     """A suite as the API takes it: an id, a name or ``name@version``."""
-    return int(text) if text.isdigit() else text
+    return int(text) if text.isdecimal() else text
 
 
 def suite_id_of(args: argparse.Namespace, text: str) -> int:

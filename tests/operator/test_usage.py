@@ -177,3 +177,16 @@ def test_unknown_agent_or_key_is_404_and_the_api_needs_an_operator(
         assert r.json()["param"] == param
     assert httpx.get(f"{gaia_server.url}/api/v1/usage", timeout=30).status_code == 401
     assert usage(gaia_server, fleet["alice"][1], {}).status_code == 403
+
+
+def test_digits_that_are_no_number_are_an_unknown_id_not_a_500(make_key: Any, client: Any
+                                                                 ) -> None:
+    """'²' is a digit to ``str.isdigit`` but no number to ``int`` (the schema fuzzer found it
+    in the usage's ``key`` filter): every id a route reads as a number is checked as one."""
+    _, admin = make_key("fuzz-admin", scopes=[ApiKey.Scope.ADMIN])
+    auth = {"HTTP_AUTHORIZATION": f"Bearer {admin}"}
+    for path in ("/api/v1/usage?key=%C2%B2%C2%B2&range=1d", "/api/v1/webhooks/%C2%B2",
+                 "/api/v1/schedules/%C2%B2"):
+        response = client.get(path, **auth)
+        assert response.status_code in (400, 404), (path, response.content)
+        assert response.json()["code"].endswith("not_found"), response.content
